@@ -1,0 +1,120 @@
+"""The composition root: the one module that knows every adapter and wires the pipeline.
+
+For now the pipeline is offline: a snapshot and alerts in, diagnoses out. Later issues add
+the live cluster, Prometheus, the store and Slack here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.config import Settings
+from bot.diagnose import DiagnoseResult, diagnose
+from bot.evidence.snapshot import Snapshot, collect_facts
+from bot.model import Lang, Signal
+from bot.rules.loading import RuleSet, load_rules
+from bot.rules.testing import RuleTest, TestOutcome, build_case, check, load_test_file
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:
+    return load_rules(paths or [settings.rules_dir])
+
+
+def diagnose_snapshot(
+    snapshot: Snapshot,
+    signals: list[Signal],
+    rules: RuleSet,
+    settings: Settings,
+    now: datetime,
+    lang: Lang | None = None,
+) -> DiagnoseResult:
+    facts = collect_facts(snapshot, signals, settings, now)
+    return diagnose(facts, signals, rules, settings, lang)
+
+
+def test_files(path: Path) -> list[Path]:
+    """A test file, or every `*.yaml` under `tests/` of a rules directory."""
+    if path.is_file():
+        return [path]
+    tests_dir = path / "tests" if (path / "tests").is_dir() else path
+    return sorted(tests_dir.glob("*.yaml"))
+
+
+def rules_dir_for(test_file: Path, declared: str | None) -> Path:
+    if declared:
+        return (test_file.parent / declared).resolve()
+    return test_file.parent.parent
+
+
+@dataclass
+class RuleTestRun:
+    file: Path
+    rules: RuleSet
+    outcomes: list[TestOutcome]
+
+
+def run_rule_test(
+    test: RuleTest, where: str, base_dir: Path, rules: RuleSet, settings: Settings
+) -> TestOutcome:
+    snapshot, signals = build_case(test, base_dir, settings)
+    result = diagnose_snapshot(snapshot, signals, rules, settings, test.now, test.lang)
+    failures = [f"rule error: {e}" for e in result.errors]
+    failures += check(test, result.diagnoses)
+    return TestOutcome(test.name, where, failures, result.diagnoses)
+
+
+def run_rule_tests(path: Path, settings: Settings) -> list[RuleTestRun]:
+    runs = []
+    cache: dict[Path, RuleSet] = {}
+    for file in test_files(path):
+        parsed, where = load_test_file(file)
+        rules_dir = rules_dir_for(file, parsed.rules_dir)
+        if rules_dir not in cache:
+            cache[rules_dir] = load_rules([rules_dir])
+        rules = cache[rules_dir]
+        outcomes = [
+            run_rule_test(test, where(i), file.parent, rules, settings)
+            for i, test in enumerate(parsed.tests)
+        ]
+        runs.append(RuleTestRun(file, rules, outcomes))
+    return runs
+
+
+__all__ = [
+    "DemoScenario",
+    "demo_scenarios",
+    "diagnose_snapshot",
+    "load_ruleset",
+    "now_utc",
+    "run_rule_test",
+    "run_rule_tests",
+    "rules_dir_for",
+    "test_files",
+]
+
+
+@dataclass
+class DemoScenario:
+    name: str
+    test: RuleTest
+    where: str
+    base_dir: Path
+    rules: RuleSet
+
+
+def demo_scenarios(settings: Settings) -> list[DemoScenario]:
+    """The rule tests marked `demo: true`: real snapshots, replayed through the pipeline."""
+    rules = load_ruleset(settings)
+    scenarios = []
+    for file in test_files(settings.rules_dir):
+        parsed, where = load_test_file(file)
+        for index, test in enumerate(parsed.tests):
+            if test.demo:
+                scenarios.append(DemoScenario(test.name, test, where(index), file.parent, rules))
+    return scenarios

@@ -1,0 +1,217 @@
+"""`gpubot`: the command line. Bad input is one line on stderr and exit code 2, never a trace."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from enum import StrEnum
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+
+from bot import app as pipeline
+from bot.chat.console import print_diagnoses, render_markdown
+from bot.config import Settings, load_settings
+from bot.errors import GpubotError, InputError
+from bot.evidence.snapshot import load_snapshot
+from bot.model import Diagnosis, Lang, Signal
+from bot.rules.linting import lint_rules
+from bot.sources.alertmanager import load_alerts_file
+
+app = typer.Typer(
+    help="gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+rules_app = typer.Typer(help="Check and test rule files.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class Format(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def _fail(message: str) -> typer.Exit:
+    _err.print(f"error: {message}", markup=False)
+    return typer.Exit(2)
+
+
+def handles_bad_input(command: Callable[P, R]) -> Callable[P, R]:
+    @wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except GpubotError as exc:
+            raise _fail(str(exc)) from None
+
+    return wrapper
+
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", help="YAML settings file (env GPUBOT_* overrides it).")
+]
+LangOption = Annotated[Lang | None, typer.Option("--lang", help="Language of the texts.")]
+
+
+def _settings(config: Path | None) -> Settings:
+    try:
+        return load_settings(config)
+    except Exception as exc:  # pydantic / YAML errors: one line, exit 2
+        first = str(exc).splitlines()
+        raise InputError(str(config or "settings"), " ".join(first[:3])) from exc
+
+
+def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
+    return {
+        "rule": d.rule,
+        "node": d.node,
+        "pool": d.pool,
+        "stage": d.stage.value,
+        "severity": d.severity.value,
+        "title": d.title,
+        "summary": d.summary,
+        "expected": d.expected,
+        "questions": d.questions.model_dump(),
+        "evidence": d.evidence,
+        "blockers": [b.model_dump() for b in d.blockers],
+        "causes": d.causes,
+        "check_first": d.check_first,
+        "runbook": [s.model_dump() for s in d.runbook],
+        "rollback": d.rollback,
+        "proposals": [
+            {"action": p.action.value, "requires_approval": p.requires_approval, "force": p.force}
+            for p in d.proposals
+        ],
+    }
+
+
+def _print(diagnoses: list[Diagnosis], fmt: Format, lang: Lang) -> None:
+    if fmt is Format.JSON:
+        sys.stdout.write(
+            json.dumps({"diagnoses": [diagnosis_json(d) for d in diagnoses]}, ensure_ascii=False, indent=2)
+            + "\n"
+        )
+    elif fmt is Format.MARKDOWN:
+        sys.stdout.write(render_markdown(diagnoses, lang))
+    else:
+        print_diagnoses(diagnoses, Console(), lang)
+
+
+def _report_rule_errors(errors: list[GpubotError]) -> None:
+    for error in errors:
+        _err.print(f"error: {error}", markup=False)
+
+
+@app.command("diagnose")
+@handles_bad_input
+def diagnose_command(
+    snapshot: Annotated[
+        Path, typer.Option("--snapshot", help="kubectl get nodes,pods,events,pdb,ds -A -o json")
+    ],
+    alerts: Annotated[
+        list[Path] | None, typer.Option("--alerts", help="Alertmanager webhook payload (JSON/YAML).")
+    ] = None,
+    lang: LangOption = None,
+    fmt: Annotated[Format, typer.Option("--format")] = Format.TEXT,
+    now: Annotated[
+        datetime | None, typer.Option("--now", help="Judge ages as of this time (default: now).")
+    ] = None,
+    rules: Annotated[Path | None, typer.Option("--rules", help="Rules file or directory.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Diagnose a cluster snapshot (and alerts) offline."""
+    settings = _settings(config)
+    language = lang or settings.lang
+    nodes = load_snapshot(snapshot)
+    signals: list[Signal] = []
+    for path in alerts or []:
+        signals.extend(load_alerts_file(path, settings.node_labels))
+    ruleset = pipeline.load_ruleset(settings, [rules] if rules else None)
+    moment = now or pipeline.now_utc()
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    result = pipeline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    _print(result.diagnoses, fmt, language)
+    errors: list[GpubotError] = [*ruleset.errors, *result.errors]
+    _report_rule_errors(errors)
+    if errors:
+        raise typer.Exit(2)
+
+
+@rules_app.command("lint")
+@handles_bad_input
+def rules_lint(
+    path: Annotated[Path | None, typer.Argument(help="Rules file or directory.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Validate rule files: schema, both languages, CEL, and every field the CEL reads."""
+    settings = _settings(config)
+    ruleset = pipeline.load_ruleset(settings, [path] if path else None)
+    problems: list[GpubotError] = [*ruleset.errors, *lint_rules(ruleset, settings)]
+    _report_rule_errors(problems)
+    count = len(ruleset.rules)
+    if problems:
+        _err.print(f"{len(problems)} problem(s) in {len(ruleset.files)} file(s)", markup=False)
+        raise typer.Exit(2)
+    typer.echo(f"{count} rules in {len(ruleset.files)} file(s): OK")
+
+
+@rules_app.command("test")
+@handles_bad_input
+def rules_test(
+    path: Annotated[Path | None, typer.Argument(help="Test file, or rules directory.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run rule unit tests (YAML) and report each failure with its file and line."""
+    settings = _settings(config)
+    runs = pipeline.run_rule_tests(path or settings.rules_dir, settings)
+    passed = failed = 0
+    for run in runs:
+        _report_rule_errors(list(run.rules.errors))
+        for outcome in run.outcomes:
+            if outcome.passed:
+                passed += 1
+                continue
+            failed += 1
+            for failure in outcome.failures:
+                typer.echo(f"FAIL {outcome.where}: {outcome.name}: {failure}")
+    typer.echo(f"{passed} passed, {failed} failed")
+    if failed or any(run.rules.errors for run in runs) or not runs:
+        raise typer.Exit(1 if failed else 2)
+
+
+@app.command("demo")
+@handles_bad_input
+def demo(
+    lang: LangOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Replay the bundled example scenarios through the pipeline and show the diagnoses."""
+    settings = _settings(config)
+    language = lang or settings.lang
+    console = Console()
+    for scenario in pipeline.demo_scenarios(settings):
+        console.rule(f"[bold]{scenario.name}")
+        outcome = pipeline.run_rule_test(
+            scenario.test.model_copy(update={"lang": language}),
+            scenario.where,
+            scenario.base_dir,
+            scenario.rules,
+            settings,
+        )
+        print_diagnoses(outcome.diagnoses, console, language)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    app()

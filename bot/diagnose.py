@@ -1,0 +1,517 @@
+"""Facts + rules -> diagnoses: which symptom, at which lifecycle stage, what to do about it.
+
+Three passes, in this order because each needs the one before: node rules (then the node
+rules that look at what else fired on the node), pool rules (which count node findings),
+cluster rules. The four questions are answered here from the facts, never taken from a rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.config import Settings
+from bot.errors import RuleError
+from bot.model import (
+    Action,
+    Blocker,
+    ClusterFacts,
+    Diagnosis,
+    Lang,
+    NodeFacts,
+    Proposal,
+    Questions,
+    RunbookStep,
+    Signal,
+    Stage,
+)
+from bot.rules.loading import RuleSet
+from bot.rules.matching import MatchResult, RuleMatch, match
+from bot.rules.xids import describe_xids
+
+_MIG_IN_PROGRESS = {"pending", "rebooting"}
+
+
+def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
+    """The runbook's step 1, from labels, taints, events and age; most specific first."""
+    limits = settings.thresholds
+    if node.mig_state in _MIG_IN_PROGRESS or (
+        node.mig_config and node.deploy_labels.get("device-plugin") is False
+    ):
+        return Stage.MIG
+    if node.upgrade_state and node.upgrade_state != "upgrade-done":
+        return Stage.UPGRADE
+    if node.since_reboot_s is not None and node.since_reboot_s < limits.reboot_window_s:
+        return Stage.REBOOT
+    if node.unschedulable:
+        return Stage.DRAIN
+    if node.since_uncordon_s is not None and node.since_uncordon_s < limits.rejoin_window_s:
+        return Stage.REJOIN
+    if node.age_s is not None and node.age_s < limits.join_window_s:
+        return Stage.JOIN
+    return Stage.STEADY
+
+
+def _settings_context(settings: Settings) -> dict[str, Any]:
+    return {**settings.thresholds.model_dump(), "gpu_resource": settings.gpu_resource}
+
+
+def _alert_context(signal: Signal) -> dict[str, Any]:
+    return {
+        "name": signal.name,
+        "status": signal.status,
+        "gpu": signal.gpu or "",
+        "labels": signal.labels,
+        "annotations": signal.annotations,
+    }
+
+
+def node_context(
+    node: NodeFacts,
+    stage: Stage,
+    alerts: list[Signal],
+    rules: RuleSet,
+    cluster: ClusterFacts,
+    settings: Settings,
+    lang: Lang,
+    findings: list[str] | None = None,
+) -> dict[str, Any]:
+    facts = node.model_dump(mode="json")
+    facts["stage"] = stage.value
+    if node.gpu is not None:
+        facts["gpu"]["expected"] = node.gpu.expected
+    pool = cluster.pools.get(node.pool or "")
+    return {
+        "node": facts,
+        "alerts": [_alert_context(a) for a in alerts],
+        "xids": describe_xids(node.xids, rules.xid_catalog, lang),
+        "pool": pool.model_dump(mode="json") if pool else {},
+        "settings": _settings_context(settings),
+        "findings": findings or [],
+    }
+
+
+@dataclass
+class DiagnoseResult:
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    errors: list[RuleError] = field(default_factory=list)
+
+
+def diagnose(
+    cluster: ClusterFacts,
+    signals: list[Signal],
+    rules: RuleSet,
+    settings: Settings,
+    lang: Lang | None = None,
+) -> DiagnoseResult:
+    lang = lang or settings.lang
+    result = DiagnoseResult()
+    firing = [s for s in signals if s.status == "firing"]
+    alerts_by_node: dict[str, list[Signal]] = defaultdict(list)
+    for signal in firing:
+        if signal.node:
+            alerts_by_node[signal.node].append(signal)
+
+    node_rules = [r for r in rules.rules if r.spec.scope == "node" and not r.spec.after_node_rules]
+    later_rules = [r for r in rules.rules if r.spec.scope == "node" and r.spec.after_node_rules]
+    matches: list[RuleMatch] = []
+    stages: dict[str, Stage] = {}
+    for name in sorted(cluster.nodes):
+        node = cluster.nodes[name]
+        stage = infer_stage(node, settings)
+        stages[name] = stage
+        alerts = alerts_by_node.get(name, [])
+        context = node_context(node, stage, alerts, rules, cluster, settings, lang)
+        found = _collect(match(node_rules, context, name, stage), result)
+        findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
+        if findings and later_rules:
+            context["findings"] = findings
+            found += _collect(match(later_rules, context, name, stage), result)
+        matches.extend(found)
+
+    pool_matches = _pool_pass(cluster, matches, stages, rules, settings, result)
+    cluster_matches = _cluster_pass(cluster, rules, settings, result)
+    halted = {
+        (m.subject, rule_id)
+        for m in pool_matches
+        if m.rule.spec.halts_node_remediation
+        for rule_id in _widespread(cluster, matches, settings).get(m.subject or "", [])
+    }
+
+    scope = _ScopeIndex(cluster, matches)
+    for found in (*matches, *pool_matches, *cluster_matches):
+        node = cluster.nodes.get(found.subject or "") if found.rule.spec.scope == "node" else None
+        pool = node.pool if node else (found.subject if found.rule.spec.scope == "pool" else None)
+        halt = node is not None and (pool, found.rule.id) in halted
+        result.diagnoses.append(
+            _diagnosis(found, node, pool, cluster, scope, lang, settings, halt, alerts_by_node)
+        )
+    result.diagnoses.sort(key=lambda d: (-d.severity.rank, d.node or "", d.rule))
+    return result
+
+
+def _collect(found: MatchResult, result: DiagnoseResult) -> list[RuleMatch]:
+    result.errors.extend(found.errors)
+    return found.matches
+
+
+def _widespread(
+    cluster: ClusterFacts, matches: list[RuleMatch], settings: Settings
+) -> dict[str, list[str]]:
+    """Per pool, the node rules firing on enough of its nodes to call it a pool problem."""
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for found in matches:
+        node = cluster.nodes.get(found.subject or "")
+        if node and node.pool and not found.expected and found.severity.rank > 0:
+            counts[node.pool][found.rule.id] += 1
+    limits = settings.thresholds
+    widespread: dict[str, list[str]] = {}
+    for pool, by_rule in counts.items():
+        size = len(cluster.pools[pool].nodes) if pool in cluster.pools else 0
+        widespread[pool] = sorted(
+            rule_id
+            for rule_id, count in by_rule.items()
+            if count >= limits.pool_wide_min_nodes and size and count / size >= limits.pool_wide_min_share
+        )
+    return widespread
+
+
+def _pool_pass(
+    cluster: ClusterFacts,
+    matches: list[RuleMatch],
+    stages: Mapping[str, Stage],
+    rules: RuleSet,
+    settings: Settings,
+    result: DiagnoseResult,
+) -> list[RuleMatch]:
+    pool_rules = [r for r in rules.rules if r.spec.scope == "pool"]
+    if not pool_rules:
+        return []
+    widespread = _widespread(cluster, matches, settings)
+    findings: dict[str, Counter[str]] = defaultdict(Counter)
+    for found in matches:
+        node = cluster.nodes.get(found.subject or "")
+        if node and node.pool and not found.expected:
+            findings[node.pool][found.rule.id] += 1
+    found_all: list[RuleMatch] = []
+    for name in sorted(cluster.pools):
+        pool = cluster.pools[name]
+        member_stages = Counter(stages[n] for n in pool.nodes if n in stages)
+        stage = member_stages.most_common(1)[0][0] if member_stages else Stage.STEADY
+        context = {
+            "pool": {
+                **pool.model_dump(mode="json"),
+                "size": len(pool.nodes),
+                "findings": dict(findings.get(name, {})),
+                "widespread": widespread.get(name, []),
+            },
+            "settings": _settings_context(settings),
+        }
+        found_all += _collect(match(pool_rules, context, name, stage), result)
+    return found_all
+
+
+def _cluster_pass(
+    cluster: ClusterFacts, rules: RuleSet, settings: Settings, result: DiagnoseResult
+) -> list[RuleMatch]:
+    cluster_rules = [r for r in rules.rules if r.spec.scope == "cluster"]
+    context = {
+        "cluster": {
+            "pending_pods": [p.model_dump(mode="json") for p in cluster.pending_pods],
+            "offered_resources": cluster.offered_resources,
+            "nodes": len(cluster.nodes),
+        },
+        "settings": _settings_context(settings),
+    }
+    found_all: list[RuleMatch] = []
+    for rule in cluster_rules:
+        stage = rule.spec.stage or Stage.STEADY
+        found_all += _collect(match([rule], context, None, stage), result)
+    return found_all
+
+
+class _ScopeIndex:
+    """How many nodes of each pool show each symptom: question 4."""
+
+    def __init__(self, cluster: ClusterFacts, matches: list[RuleMatch]) -> None:
+        self.by_pool_rule: Counter[tuple[str, str]] = Counter()
+        self.by_rule: Counter[str] = Counter()
+        for found in matches:
+            node = cluster.nodes.get(found.subject or "")
+            self.by_rule[found.rule.id] += 1
+            if node and node.pool:
+                self.by_pool_rule[(node.pool, found.rule.id)] += 1
+
+
+_T: dict[Lang, dict[str, str]] = {
+    Lang.EN: {
+        "unknown_node": "unknown: the node is not in the snapshot, only alerts name it",
+        "registered_yes": "yes: Ready, kubelet {kubelet}, runtime {runtime}",
+        "registered_other": "; other conditions: {conds}",
+        "registered_no": "no: Ready={ready}{msg}; fix kubelet, runtime, CNI, certificates and clock first, do not touch the GPU stack yet",
+        "not_gpu": "not a GPU node",
+        "gpu_yes": "yes: {alloc}/{expected} {res} allocatable",
+        "gpu_no": "no: {alloc} of {expected} {res} allocatable",
+        "gpu_mig": "MIG resources allocatable: {mig}",
+        "gpu_failing": "; failing: {comps}",
+        "gpu_absent": "; no pod of: {comps}",
+        "wl_cordoned": "node cordoned {mins} min ago, {remaining} pod(s) still to evict",
+        "wl_cordoned_unknown": "node cordoned, {remaining} pod(s) still to evict",
+        "wl_blockers": "; blocked by: {blockers}",
+        "wl_running": "{gpu_pods} GPU pod(s) running here",
+        "wl_pending": "; cluster-wide {n} GPU pod(s) Pending: {reasons}",
+        "wl_none_pending": "; no GPU pod is Pending",
+        "scope_pool": "{n} of {size} nodes in pool {pool} show this",
+        "scope_node": "this node only (pool unknown)",
+        "scope_drivers": "; pool driver versions: {drivers}",
+        "scope_cluster": "{n} node(s) in the cluster show this",
+        "pool_registered": "{ready} of {size} nodes Ready",
+        "pool_gpu": "{alloc} of {expected} {res} allocatable across the pool",
+        "cluster_registered": "{nodes} node(s) in the snapshot",
+        "cluster_gpu": "resources offered: {res}",
+        "cluster_scope": "{n} pod(s) in {ns} namespace(s)",
+        "halted": "pool-wide failure in {pool}: node-by-node remediation withdrawn",
+        "expected": "expected: {note}",
+    },
+    Lang.ZH: {
+        "unknown_node": "未知：快照中没有该节点，只有告警提到它",
+        "registered_yes": "是：Ready，kubelet {kubelet}，运行时 {runtime}",
+        "registered_other": "；其他条件：{conds}",
+        "registered_no": "否：Ready={ready}{msg}；先修 kubelet、运行时、CNI、证书和时间同步，不要急着动 GPU",
+        "not_gpu": "不是 GPU 节点",
+        "gpu_yes": "是：{res} 可分配 {alloc}/{expected}",
+        "gpu_no": "否：{res} 可分配 {alloc}，应为 {expected}",
+        "gpu_mig": "MIG 可分配资源：{mig}",
+        "gpu_failing": "；异常组件：{comps}",
+        "gpu_absent": "；缺少 Pod：{comps}",
+        "wl_cordoned": "节点已 cordon {mins} 分钟，仍有 {remaining} 个 Pod 待驱逐",
+        "wl_cordoned_unknown": "节点已 cordon，仍有 {remaining} 个 Pod 待驱逐",
+        "wl_blockers": "；阻塞原因：{blockers}",
+        "wl_running": "本节点运行 {gpu_pods} 个 GPU Pod",
+        "wl_pending": "；集群内 {n} 个 GPU Pod Pending：{reasons}",
+        "wl_none_pending": "；没有 Pending 的 GPU Pod",
+        "scope_pool": "节点池 {pool} 的 {size} 个节点中有 {n} 个出现此问题",
+        "scope_node": "仅此节点（节点池未知）",
+        "scope_drivers": "；节点池驱动版本：{drivers}",
+        "scope_cluster": "集群内 {n} 个节点出现此问题",
+        "pool_registered": "{size} 个节点中 {ready} 个 Ready",
+        "pool_gpu": "节点池 {res} 可分配 {alloc}，应为 {expected}",
+        "cluster_registered": "快照中共 {nodes} 个节点",
+        "cluster_gpu": "集群提供的资源：{res}",
+        "cluster_scope": "{ns} 个命名空间中的 {n} 个 Pod",
+        "halted": "节点池 {pool} 整体故障：撤回逐节点处置建议",
+        "expected": "预期内：{note}",
+    },
+}
+
+
+def _node_questions(
+    node: NodeFacts,
+    rule_id: str,
+    cluster: ClusterFacts,
+    scope: _ScopeIndex,
+    lang: Lang,
+    settings: Settings,
+) -> Questions:
+    t = _T[lang]
+    if not node.known:
+        unknown = t["unknown_node"]
+        return Questions(
+            registered=unknown,
+            gpu_visible=unknown,
+            workloads=_pending_summary(cluster, lang).lstrip("；; "),
+            scope=t["scope_cluster"].format(n=scope.by_rule[rule_id]),
+        )
+    if node.ready == "True":
+        registered = t["registered_yes"].format(
+            kubelet=node.kubelet_version or "?", runtime=node.runtime_version or "?"
+        )
+        other = [
+            f"{kind}={status}"
+            for kind, status in sorted(node.conditions.items())
+            if kind != "Ready" and status == "True"
+        ]
+        if other:
+            registered += t["registered_other"].format(conds=", ".join(other))
+    else:
+        message = node.condition_messages.get("Ready", "")
+        registered = t["registered_no"].format(
+            ready=node.ready or "Unknown", msg=f" ({message})" if message else ""
+        )
+
+    gpu = node.gpu
+    if not node.gpu_node or gpu is None:
+        gpu_visible = t["not_gpu"]
+    else:
+        key = "gpu_yes" if gpu.allocatable >= gpu.expected and gpu.expected else "gpu_no"
+        gpu_visible = t[key].format(
+            alloc=gpu.allocatable, expected=gpu.expected, res=settings.gpu_resource
+        )
+        if gpu.mig_allocatable:
+            mig = ", ".join(f"{k.removeprefix('nvidia.com/')}={v}" for k, v in gpu.mig_allocatable.items())
+            gpu_visible += "; " + t["gpu_mig"].format(mig=mig)
+        failing = [
+            f"{c.pod} {c.waiting_reason or 'failing'} ({c.restarts} restarts)"
+            for c in node.components.values()
+            if c.failing
+        ]
+        if failing:
+            gpu_visible += t["gpu_failing"].format(comps=", ".join(failing))
+        absent = [
+            name
+            for name, c in node.components.items()
+            if not c.present and c.deploy_label is True
+        ]
+        if absent:
+            gpu_visible += t["gpu_absent"].format(comps=", ".join(absent))
+
+    if node.unschedulable:
+        if node.cordoned_for_s is not None:
+            workloads = t["wl_cordoned"].format(
+                mins=node.cordoned_for_s // 60, remaining=node.remaining_pods
+            )
+        else:
+            workloads = t["wl_cordoned_unknown"].format(remaining=node.remaining_pods)
+        real = [b for b in node.blockers if b.kind != "daemonset"]
+        if real:
+            workloads += t["wl_blockers"].format(
+                blockers=", ".join(f"{b.namespace}/{b.pod}: {b.kind}" for b in real[:5])
+            )
+    else:
+        gpu_pods = sum(1 for p in node.pods if p.gpu_request and p.phase == "Running")
+        workloads = t["wl_running"].format(gpu_pods=gpu_pods)
+    workloads += _pending_summary(cluster, lang)
+
+    if node.pool and node.pool in cluster.pools:
+        pool = cluster.pools[node.pool]
+        scope_text = t["scope_pool"].format(
+            n=scope.by_pool_rule[(node.pool, rule_id)], size=len(pool.nodes), pool=node.pool
+        )
+        if len(pool.driver_versions) > 1:
+            drivers = ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
+            scope_text += t["scope_drivers"].format(drivers=drivers)
+    else:
+        scope_text = t["scope_node"]
+    return Questions(
+        registered=registered, gpu_visible=gpu_visible, workloads=workloads, scope=scope_text
+    )
+
+
+def _pending_summary(cluster: ClusterFacts, lang: Lang) -> str:
+    t = _T[lang]
+    pods = [p for p in cluster.pending_pods if p.requests]
+    if not pods:
+        return t["wl_none_pending"]
+    reasons: Counter[str] = Counter()
+    for pod in pods:
+        for reason in pod.reasons or []:
+            reasons[reason.kind] += 1
+    text = ", ".join(f"{kind} ×{n}" for kind, n in reasons.most_common()) or "?"
+    return t["wl_pending"].format(n=len(pods), reasons=text)
+
+
+def _pool_questions(
+    pool_name: str, rule_id: str, cluster: ClusterFacts, lang: Lang, settings: Settings
+) -> Questions:
+    t = _T[lang]
+    pool = cluster.pools[pool_name]
+    members = [cluster.nodes[n] for n in pool.nodes if n in cluster.nodes]
+    ready = sum(1 for n in members if n.ready == "True")
+    alloc = sum(n.gpu.allocatable for n in members if n.gpu)
+    expected = sum(n.gpu.expected for n in members if n.gpu)
+    scope_text = t["scope_pool"].format(n=len(members), size=len(pool.nodes), pool=pool_name)
+    if len(pool.driver_versions) > 1:
+        drivers = ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
+        scope_text += t["scope_drivers"].format(drivers=drivers)
+    return Questions(
+        registered=t["pool_registered"].format(ready=ready, size=len(members)),
+        gpu_visible=t["pool_gpu"].format(alloc=alloc, expected=expected, res=settings.gpu_resource),
+        workloads=_pending_summary(cluster, lang).lstrip("；; "),
+        scope=scope_text,
+    )
+
+
+def _cluster_questions(cluster: ClusterFacts, lang: Lang) -> Questions:
+    t = _T[lang]
+    pods = cluster.pending_pods
+    namespaces = {p.namespace for p in pods}
+    gpu_resources = [r for r in cluster.offered_resources if r.startswith("nvidia.com/")]
+    return Questions(
+        registered=t["cluster_registered"].format(nodes=len(cluster.nodes)),
+        gpu_visible=t["cluster_gpu"].format(res=", ".join(gpu_resources) or "-"),
+        workloads=_pending_summary(cluster, lang).lstrip("；; "),
+        scope=t["cluster_scope"].format(n=len(pods), ns=len(namespaces)),
+    )
+
+
+def _blocker(raw: dict[str, Any]) -> Blocker:
+    return Blocker.model_validate(raw)
+
+
+def _diagnosis(
+    found: RuleMatch,
+    node: NodeFacts | None,
+    pool: str | None,
+    cluster: ClusterFacts,
+    scope: _ScopeIndex,
+    lang: Lang,
+    settings: Settings,
+    halted: bool,
+    alerts_by_node: Mapping[str, list[Signal]],
+) -> Diagnosis:
+    spec = found.rule.spec
+    t = _T[lang]
+    if node is not None:
+        questions = _node_questions(node, spec.id, cluster, scope, lang, settings)
+    elif spec.scope == "pool" and pool:
+        questions = _pool_questions(pool, spec.id, cluster, lang, settings)
+    else:
+        questions = _cluster_questions(cluster, lang)
+    evidence = list(found.evidence)
+    if found.expected and spec.expected is not None:
+        evidence.insert(0, t["expected"].format(note=spec.expected.note(lang)))
+    proposals = [
+        Proposal(
+            action=action,
+            node=node.name if node else None,
+            requires_approval=action is not Action.NONE,
+            force=force,
+        )
+        for action, force in found.actions
+    ]
+    if halted:
+        evidence.append(t["halted"].format(pool=pool))
+        proposals = [Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)]
+    target = node.name if node else "<node>"
+    signals = [
+        s.fingerprint
+        for s in alerts_by_node.get(node.name if node else "", [])
+    ]
+    return Diagnosis(
+        rule=spec.id,
+        node=node.name if node else None,
+        pool=pool,
+        stage=found.stage,
+        severity=found.severity,
+        title=spec.title(lang),
+        summary=spec.diagnosis(lang),
+        causes=spec.causes(lang),
+        check_first=spec.check_first(lang),
+        questions=questions,
+        evidence=evidence,
+        blockers=[_blocker(b) for b in found.blockers],
+        runbook=[
+            RunbookStep(
+                text=step.text(lang),
+                commands=[c.replace("<node>", target) for c in step.commands],
+            )
+            for step in spec.runbook
+        ],
+        rollback=spec.rollback(lang),
+        proposals=proposals,
+        expected=found.expected,
+        lang=lang,
+        signals=signals,
+    )

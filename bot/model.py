@@ -1,0 +1,273 @@
+"""The shared nouns of gpubot.
+
+Every stage of the pipeline (sources -> evidence -> diagnose -> chat -> remediate) hands the
+next one these values and nothing else. They are plain pydantic models so that each stage
+can be called from a test with hand-made input, and so that they serialise the same way to
+the CLI's JSON, the store and the chat. This module must never import anything of gpubot.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Stage(StrEnum):
+    """Where a node is in its lifecycle: the runbook's first question, step 1."""
+
+    JOIN = "join"
+    DRAIN = "drain"
+    REBOOT = "reboot"
+    UPGRADE = "upgrade"
+    MIG = "mig"
+    REJOIN = "rejoin"
+    STEADY = "steady"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.CRITICAL: 2}
+
+
+class Action(StrEnum):
+    CORDON = "cordon"
+    DRAIN = "drain"
+    UNCORDON = "uncordon"
+    NONE = "none"
+
+
+class Lang(StrEnum):
+    ZH = "zh"
+    EN = "en"
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Signal(_Frozen):
+    """One observation from the outside world that something may be wrong."""
+
+    source: Literal["alertmanager", "kube", "sweep"]
+    name: str
+    status: Literal["firing", "resolved"] = "firing"
+    node: str | None = None
+    gpu: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+    fingerprint: str
+    group_key: str | None = None
+    truncated_alerts: int = 0
+
+    @property
+    def dedup_key(self) -> str:
+        """Same alert, same start: one signal, however often it is delivered."""
+        started = self.starts_at.isoformat() if self.starts_at else ""
+        return f"{self.source}:{self.fingerprint}:{started}"
+
+
+class Blocker(_Frozen):
+    """Something that stops `kubectl drain` from finishing, named so a person can act on it."""
+
+    kind: Literal[
+        "pdb", "daemonset", "emptydir", "no-controller", "finalizer", "long-grace", "terminating"
+    ]
+    pod: str
+    namespace: str
+    detail: str
+    bypass_flag: str | None = None
+
+
+class PodFacts(_Frozen):
+    name: str
+    namespace: str
+    phase: str
+    owner_kind: str | None
+    owner_name: str | None
+    component: str | None
+    """GPU Operator / device plugin component this pod is, by its `app` label or name."""
+    gpu_request: int
+    restarts: int
+    waiting_reason: str | None
+    failing: bool
+    terminating: bool
+    finalizers: list[str]
+    grace_period_s: int
+    emptydir: bool
+    mirror: bool
+    daemonset: bool
+    age_s: int
+
+
+class ComponentFacts(_Frozen):
+    """The pod of one GPU software component on one node."""
+
+    name: str
+    pod: str | None
+    present: bool
+    failing: bool
+    waiting_reason: str | None
+    restarts: int
+    deploy_label: bool | None
+    """`nvidia.com/gpu.deploy.<component>` on the node: False means removed on purpose."""
+
+
+class GpuFacts(_Frozen):
+    capacity: int
+    allocatable: int
+    count_label: int | None
+    present_label: bool
+    product: str | None
+    mig_capacity: dict[str, int]
+    mig_allocatable: dict[str, int]
+
+    @property
+    def expected(self) -> int:
+        """How many GPUs this node should offer: the most any source claims."""
+        return max(self.capacity, self.count_label or 0)
+
+
+class XidFacts(_Frozen):
+    code: int
+    gpu: str | None
+    source: str
+
+
+class NodeFacts(_Frozen):
+    """What is known about one node at `observed_at`; durations are seconds before it."""
+
+    name: str
+    known: bool = True
+    pool: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    ready: Literal["True", "False", "Unknown", ""] = ""
+    conditions: dict[str, str] = Field(default_factory=dict)
+    condition_messages: dict[str, str] = Field(default_factory=dict)
+    unschedulable: bool = False
+    taints: list[str] = Field(default_factory=list)
+    cordoned_for_s: int | None = None
+    age_s: int | None = None
+    since_reboot_s: int | None = None
+    since_uncordon_s: int | None = None
+    boot_id: str | None = None
+    kubelet_version: str | None = None
+    runtime_version: str | None = None
+    gpu_node: bool = False
+    gpu: GpuFacts | None = None
+    driver_version: str | None = None
+    upgrade_state: str | None = None
+    mig_config: str | None = None
+    mig_state: str | None = None
+    deploy_labels: dict[str, bool] = Field(default_factory=dict)
+    components: dict[str, ComponentFacts] = Field(default_factory=dict)
+    pods: list[PodFacts] = Field(default_factory=list)
+    remaining_pods: int = 0
+    """Pods a drain would still have to evict (not DaemonSet, mirror or finished)."""
+    blockers: list[Blocker] = Field(default_factory=list)
+    pods_after_cordon: list[str] = Field(default_factory=list)
+    xids: list[XidFacts] = Field(default_factory=list)
+    gate_failures: list[str] = Field(default_factory=list)
+    """Why the runbook's step-9 health gate does not pass now; empty means it passes."""
+    events: list[str] = Field(default_factory=list)
+
+
+class SchedulingReason(_Frozen):
+    kind: Literal[
+        "insufficient-gpu",
+        "insufficient-other",
+        "untolerated-taint",
+        "affinity-selector",
+        "quota",
+        "unknown-resource",
+        "unschedulable",
+        "other",
+    ]
+    count: int
+    text: str
+
+
+class PendingPod(_Frozen):
+    name: str
+    namespace: str
+    owner: str | None
+    requests: dict[str, int]
+    pending_s: int
+    reasons: list[SchedulingReason]
+    message: str | None
+    unoffered_resources: list[str]
+    """Extended resources requested that no node in the cluster has in its capacity."""
+    evicted_from: str | None
+    """A cordoned node this pod's controller lost pods on since the cordon, if any."""
+
+
+class PoolFacts(_Frozen):
+    name: str
+    nodes: list[str]
+    gpu_pool: bool
+    driver_versions: dict[str, int]
+
+
+class ClusterFacts(_Frozen):
+    observed_at: datetime
+    nodes: dict[str, NodeFacts]
+    pools: dict[str, PoolFacts]
+    pending_pods: list[PendingPod]
+    offered_resources: list[str]
+
+
+class Questions(_Frozen):
+    """The runbook's four questions, answered from the facts."""
+
+    registered: str
+    gpu_visible: str
+    workloads: str
+    scope: str
+
+
+class RunbookStep(_Frozen):
+    text: str
+    commands: list[str] = Field(default_factory=list)
+
+
+class Proposal(_Frozen):
+    action: Action
+    node: str | None
+    requires_approval: bool
+    force: bool = False
+    reason: str = ""
+
+
+class Diagnosis(_Frozen):
+    rule: str
+    node: str | None
+    pool: str | None
+    stage: Stage
+    severity: Severity
+    title: str
+    summary: str
+    causes: list[str]
+    check_first: str
+    questions: Questions
+    evidence: list[str]
+    blockers: list[Blocker]
+    runbook: list[RunbookStep]
+    rollback: str
+    proposals: list[Proposal]
+    expected: bool = False
+    """True when the symptom is the planned effect of a change in progress (e.g. MIG)."""
+    lang: Lang
+    signals: list[str] = Field(default_factory=list)
+    """Fingerprints of the signals this diagnosis explains."""

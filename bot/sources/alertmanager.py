@@ -1,0 +1,135 @@
+"""Alertmanager webhook (payload version 4) -> Signals.
+
+The payload schema follows prometheus/alertmanager `notify/webhook/webhook.go`. Unknown extra
+fields are kept (Alertmanager adds fields over time); missing required ones are an
+InputError naming the field, so the receiver can answer 400 and Alertmanager will not retry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bot.errors import InputError
+from bot.model import Signal
+
+# Alertmanager writes this for "no end yet" in firing alerts.
+_ZERO_TIME_PREFIX = "0001-01-01"
+
+
+class WebhookAlert(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    startsAt: datetime | None = None
+    endsAt: datetime | str | None = None
+    generatorURL: str = ""
+    fingerprint: str = ""
+
+
+class WebhookPayload(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    version: str = "4"
+    groupKey: str = ""
+    truncatedAlerts: int = 0
+    receiver: str = ""
+    status: Literal["firing", "resolved"]
+    alerts: list[WebhookAlert]
+    groupLabels: dict[str, str] = Field(default_factory=dict)
+    commonLabels: dict[str, str] = Field(default_factory=dict)
+    commonAnnotations: dict[str, str] = Field(default_factory=dict)
+    externalURL: str = ""
+
+
+def node_from_labels(labels: dict[str, str], node_labels: Iterable[str]) -> str | None:
+    for key in node_labels:
+        value = labels.get(key)
+        if value:
+            return _strip_port(value) if key == "instance" else value
+    return None
+
+
+def _strip_port(instance: str) -> str:
+    if instance.startswith("["):  # [::1]:9400
+        return instance[1:].split("]", 1)[0]
+    host, sep, port = instance.rpartition(":")
+    if sep and port.isdigit() and ":" not in host:
+        return host
+    return instance
+
+
+def _fingerprint(alert: WebhookAlert) -> str:
+    if alert.fingerprint:
+        return alert.fingerprint
+    canonical = json.dumps(sorted(alert.labels.items()))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def _ends_at(alert: WebhookAlert) -> datetime | None:
+    if isinstance(alert.endsAt, datetime):
+        return None if alert.endsAt.year <= 1 else alert.endsAt
+    if not alert.endsAt or alert.endsAt.startswith(_ZERO_TIME_PREFIX):
+        return None
+    return datetime.fromisoformat(alert.endsAt)
+
+
+def validate_payload(raw: Any, where: str = "payload") -> WebhookPayload:
+    try:
+        return WebhookPayload.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise InputError(where, f"field {field}: {first['msg']}") from exc
+
+
+def signals_from_payload(payload: WebhookPayload, node_labels: Iterable[str]) -> list[Signal]:
+    node_labels = list(node_labels)
+    signals = []
+    for alert in payload.alerts:
+        signals.append(
+            Signal(
+                source="alertmanager",
+                name=alert.labels.get("alertname", ""),
+                status=alert.status,
+                node=node_from_labels(alert.labels, node_labels),
+                gpu=alert.labels.get("gpu"),
+                labels=alert.labels,
+                annotations=alert.annotations,
+                starts_at=alert.startsAt,
+                ends_at=_ends_at(alert),
+                fingerprint=_fingerprint(alert),
+                group_key=payload.groupKey or None,
+                truncated_alerts=payload.truncatedAlerts,
+            )
+        )
+    return signals
+
+
+def load_alerts_file(path: Path, node_labels: Iterable[str]) -> list[Signal]:
+    """A file holding one webhook payload, or a list of them (JSON or YAML)."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(str(path), exc.strerror or str(exc)) from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InputError(where, f"not valid JSON/YAML: {getattr(exc, 'problem', exc)}") from exc
+    payloads = raw if isinstance(raw, list) else [raw]
+    signals: list[Signal] = []
+    for index, item in enumerate(payloads):
+        where = f"{path}[{index}]" if isinstance(raw, list) else str(path)
+        if not isinstance(item, dict):
+            raise InputError(where, "expected an Alertmanager webhook payload (a mapping)")
+        signals.extend(signals_from_payload(validate_payload(item, where), node_labels))
+    return signals
