@@ -28,7 +28,7 @@ from bot.model import (
     Stage,
 )
 from bot.rules.loading import RuleSet
-from bot.rules.matching import MatchResult, RuleMatch, match
+from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 from bot.rules.xids import describe_xids
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
@@ -128,7 +128,7 @@ def diagnose(
         findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
         if findings and later_rules:
             context["findings"] = findings
-            found += _collect(match(later_rules, context, name, stage), result)
+            found = suppress(found + _collect(match(later_rules, context, name, stage), result))
         matches.extend(found)
 
     pool_matches = _pool_pass(cluster, matches, stages, rules, settings, result)
@@ -229,7 +229,7 @@ def _cluster_pass(
     for rule in cluster_rules:
         stage = rule.spec.stage or Stage.STEADY
         found_all += _collect(match([rule], context, None, stage), result)
-    return found_all
+    return suppress(found_all)
 
 
 class _ScopeIndex:

@@ -106,4 +106,11 @@ def match(
             continue
         if found is not None:
             result.matches.append(found)
+    result.matches = suppress(result.matches)
     return result
+
+
+def suppress(matches: list[RuleMatch]) -> list[RuleMatch]:
+    """Drop the matches that a better-fitting rule on the same subject explains."""
+    fired = {m.rule.id for m in matches if not m.expected}
+    return [m for m in matches if not fired.intersection(m.rule.spec.suppressed_by)]

@@ -74,6 +74,9 @@ class Rule(_Strict):
     halts_node_remediation: bool = False
     """A pool rule that, when it fires, withdraws node proposals for `pool.widespread` rules."""
     expected: ExpectedSpec | None = None
+    suppressed_by: list[str] = Field(default_factory=list)
+    """Rule ids that explain this symptom better: when one fires on the same subject, this
+    rule's diagnosis is dropped (e.g. capacity short after Xid 79 is the fell-off-bus story)."""
     evidence: list[str] = Field(default_factory=list)
     """CEL expressions, each giving a string or a list of strings."""
     blockers: str | None = None
