@@ -12,10 +12,18 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
-from bot.evidence.snapshot import Snapshot, collect_facts
+from bot.evidence.snapshot import Snapshot, collect_facts, parse_snapshot
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
-from bot.rules.testing import RuleTest, TestOutcome, build_case, check, load_test_file
+from bot.rules.testing import (
+    RuleTest,
+    TestOutcome,
+    apply_edits,
+    base_snapshot,
+    check,
+    load_test_file,
+)
+from bot.sources.alertmanager import signals_from_payload, validate_payload
 
 
 def now_utc() -> datetime:
@@ -59,6 +67,18 @@ class RuleTestRun:
     outcomes: list[TestOutcome]
 
 
+def build_case(test: RuleTest, base_dir: Path, settings: Settings) -> tuple[Snapshot, list[Signal]]:
+    """A rule test's snapshot (base plus edits) and alerts, as the pipeline would receive them."""
+    edited = apply_edits(base_snapshot(base_dir / test.snapshot), test.edits)
+    payload = validate_payload(
+        {"status": "firing", "alerts": [{"status": "firing", **a} for a in test.alerts]},
+        f"{test.name}: alerts",
+    )
+    return parse_snapshot(edited, test.snapshot), signals_from_payload(
+        payload, settings.node_labels
+    )
+
+
 def run_rule_test(
     test: RuleTest, where: str, base_dir: Path, rules: RuleSet, settings: Settings
 ) -> TestOutcome:
@@ -92,9 +112,9 @@ __all__ = [
     "diagnose_snapshot",
     "load_ruleset",
     "now_utc",
+    "rules_dir_for",
     "run_rule_test",
     "run_rule_tests",
-    "rules_dir_for",
     "test_files",
 ]
 

@@ -99,7 +99,9 @@ def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
 def _print(diagnoses: list[Diagnosis], fmt: Format, lang: Lang) -> None:
     if fmt is Format.JSON:
         sys.stdout.write(
-            json.dumps({"diagnoses": [diagnosis_json(d) for d in diagnoses]}, ensure_ascii=False, indent=2)
+            json.dumps(
+                {"diagnoses": [diagnosis_json(d) for d in diagnoses]}, ensure_ascii=False, indent=2
+            )
             + "\n"
         )
     elif fmt is Format.MARKDOWN:
@@ -120,7 +122,8 @@ def diagnose_command(
         Path, typer.Option("--snapshot", help="kubectl get nodes,pods,events,pdb,ds -A -o json")
     ],
     alerts: Annotated[
-        list[Path] | None, typer.Option("--alerts", help="Alertmanager webhook payload (JSON/YAML).")
+        list[Path] | None,
+        typer.Option("--alerts", help="Alertmanager webhook payload (JSON/YAML)."),
     ] = None,
     lang: LangOption = None,
     fmt: Annotated[Format, typer.Option("--format")] = Format.TEXT,
@@ -215,3 +218,7 @@ def demo(
 
 def main() -> None:  # pragma: no cover - console entry
     app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -141,12 +141,12 @@ def diagnose(
     }
 
     scope = _ScopeIndex(cluster, matches)
-    for found in (*matches, *pool_matches, *cluster_matches):
-        node = cluster.nodes.get(found.subject or "") if found.rule.spec.scope == "node" else None
-        pool = node.pool if node else (found.subject if found.rule.spec.scope == "pool" else None)
-        halt = node is not None and (pool, found.rule.id) in halted
+    for hit in (*matches, *pool_matches, *cluster_matches):
+        subject = cluster.nodes.get(hit.subject or "") if hit.rule.spec.scope == "node" else None
+        pool = subject.pool if subject else (hit.subject if hit.rule.spec.scope == "pool" else None)
+        halt = subject is not None and (pool, hit.rule.id) in halted
         result.diagnoses.append(
-            _diagnosis(found, node, pool, cluster, scope, lang, settings, halt, alerts_by_node)
+            _diagnosis(hit, subject, pool, cluster, scope, lang, settings, halt, alerts_by_node)
         )
     result.diagnoses.sort(key=lambda d: (-d.severity.rank, d.node or "", d.rule))
     return result
@@ -173,7 +173,9 @@ def _widespread(
         widespread[pool] = sorted(
             rule_id
             for rule_id, count in by_rule.items()
-            if count >= limits.pool_wide_min_nodes and size and count / size >= limits.pool_wide_min_share
+            if count >= limits.pool_wide_min_nodes
+            and size
+            and count / size >= limits.pool_wide_min_share
         )
     return widespread
 
@@ -250,7 +252,10 @@ _T: dict[Lang, dict[str, str]] = {
         "unknown_node": "unknown: the node is not in the snapshot, only alerts name it",
         "registered_yes": "yes: Ready, kubelet {kubelet}, runtime {runtime}",
         "registered_other": "; other conditions: {conds}",
-        "registered_no": "no: Ready={ready}{msg}; fix kubelet, runtime, CNI, certificates and clock first, do not touch the GPU stack yet",
+        "registered_no": (
+            "no: Ready={ready}{msg}; fix kubelet, runtime, CNI, certificates and clock first,"
+            " do not touch the GPU stack yet"
+        ),
         "not_gpu": "not a GPU node",
         "gpu_yes": "yes: {alloc}/{expected} {res} allocatable",
         "gpu_no": "no: {alloc} of {expected} {res} allocatable",
@@ -279,7 +284,9 @@ _T: dict[Lang, dict[str, str]] = {
         "unknown_node": "未知：快照中没有该节点，只有告警提到它",
         "registered_yes": "是：Ready，kubelet {kubelet}，运行时 {runtime}",
         "registered_other": "；其他条件：{conds}",
-        "registered_no": "否：Ready={ready}{msg}；先修 kubelet、运行时、CNI、证书和时间同步，不要急着动 GPU",
+        "registered_no": (
+            "否：Ready={ready}{msg}；先修 kubelet、运行时、CNI、证书和时间同步，不要急着动 GPU"
+        ),
         "not_gpu": "不是 GPU 节点",
         "gpu_yes": "是：{res} 可分配 {alloc}/{expected}",
         "gpu_no": "否：{res} 可分配 {alloc}，应为 {expected}",
@@ -350,7 +357,9 @@ def _node_questions(
             alloc=gpu.allocatable, expected=gpu.expected, res=settings.gpu_resource
         )
         if gpu.mig_allocatable:
-            mig = ", ".join(f"{k.removeprefix('nvidia.com/')}={v}" for k, v in gpu.mig_allocatable.items())
+            mig = ", ".join(
+                f"{k.removeprefix('nvidia.com/')}={v}" for k, v in gpu.mig_allocatable.items()
+            )
             gpu_visible += "; " + t["gpu_mig"].format(mig=mig)
         failing = [
             f"{c.pod} {c.waiting_reason or 'failing'} ({c.restarts} restarts)"
@@ -360,9 +369,7 @@ def _node_questions(
         if failing:
             gpu_visible += t["gpu_failing"].format(comps=", ".join(failing))
         absent = [
-            name
-            for name, c in node.components.items()
-            if not c.present and c.deploy_label is True
+            name for name, c in node.components.items() if not c.present and c.deploy_label is True
         ]
         if absent:
             gpu_visible += t["gpu_absent"].format(comps=", ".join(absent))
@@ -483,12 +490,11 @@ def _diagnosis(
     ]
     if halted:
         evidence.append(t["halted"].format(pool=pool))
-        proposals = [Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)]
+        proposals = [
+            Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)
+        ]
     target = node.name if node else "<node>"
-    signals = [
-        s.fingerprint
-        for s in alerts_by_node.get(node.name if node else "", [])
-    ]
+    signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     return Diagnosis(
         rule=spec.id,
         node=node.name if node else None,

@@ -1,9 +1,9 @@
 """gpubot's own errors, converted once at the edge (CLI exit code, HTTP status).
 
-    GpubotError
-    ├── InputError      bad input from a person or a peer: a retry with the same input fails
-    │                   the same way; the CLI exits 2, HTTP answers 4xx
-    └── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
+GpubotError
+├── InputError      bad input from a person or a peer: a retry with the same input fails
+│                   the same way; the CLI exits 2, HTTP answers 4xx
+└── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
 """
 
 from __future__ import annotations

@@ -153,7 +153,7 @@ class NodeFacts(_Frozen):
     known: bool = True
     pool: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
-    ready: Literal["True", "False", "Unknown", ""] = ""
+    ready: ReadyStatus = ""
     conditions: dict[str, str] = Field(default_factory=dict)
     condition_messages: dict[str, str] = Field(default_factory=dict)
     unschedulable: bool = False
@@ -184,17 +184,21 @@ class NodeFacts(_Frozen):
     events: list[str] = Field(default_factory=list)
 
 
+ReasonKind = Literal[
+    "insufficient-gpu",
+    "insufficient-other",
+    "untolerated-taint",
+    "affinity-selector",
+    "quota",
+    "unknown-resource",
+    "unschedulable",
+    "other",
+]
+ReadyStatus = Literal["True", "False", "Unknown", ""]
+
+
 class SchedulingReason(_Frozen):
-    kind: Literal[
-        "insufficient-gpu",
-        "insufficient-other",
-        "untolerated-taint",
-        "affinity-selector",
-        "quota",
-        "unknown-resource",
-        "unschedulable",
-        "other",
-    ]
+    kind: ReasonKind
     count: int
     text: str
 

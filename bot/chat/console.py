@@ -94,7 +94,8 @@ def render_panel(d: Diagnosis) -> Panel:
     body.add_row(labels["runbook"], steps)
     body.add_row(labels["rollback"], d.rollback)
     body.add_row(labels["proposals"], "\n".join(_proposal_lines(d, labels)))
-    title = f"[{_STYLE[d.severity]}]{d.severity.value.upper()}[/] {d.title} — {_subject(d)}  [dim]{d.rule}[/]"
+    style = _STYLE[d.severity]
+    title = f"[{style}]{d.severity.value.upper()}[/] {d.title} — {_subject(d)}  [dim]{d.rule}[/]"
     return Panel(body, title=title, title_align="left", border_style=_STYLE[d.severity])
 
 

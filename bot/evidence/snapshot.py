@@ -18,7 +18,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.kubeobjects import (
+from bot.kubeobjects import (
     Obj,
     controller_of,
     event_time,
@@ -40,6 +40,8 @@ from bot.model import (
     PendingPod,
     PodFacts,
     PoolFacts,
+    ReadyStatus,
+    ReasonKind,
     SchedulingReason,
     Signal,
     XidFacts,
@@ -206,7 +208,9 @@ def _pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
 def _taint_text(taint: Obj) -> str:
     value = taint.get("value")
     key = taint.get("key", "")
-    return f"{key}={value}:{taint.get('effect', '')}" if value else f"{key}:{taint.get('effect', '')}"
+    return (
+        f"{key}={value}:{taint.get('effect', '')}" if value else f"{key}:{taint.get('effect', '')}"
+    )
 
 
 @dataclass
@@ -369,9 +373,7 @@ def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
             k: int_quantity(v) for k, v in capacity.items() if k.startswith(_MIG_RESOURCE_PREFIX)
         },
         mig_allocatable={
-            k: int_quantity(v)
-            for k, v in allocatable.items()
-            if k.startswith(_MIG_RESOURCE_PREFIX)
+            k: int_quantity(v) for k, v in allocatable.items() if k.startswith(_MIG_RESOURCE_PREFIX)
         },
     )
 
@@ -384,9 +386,7 @@ def _driver_version(labels: Mapping[str, str]) -> str | None:
     return ".".join(p for p in parts if p) or None
 
 
-def _components(
-    labels: Mapping[str, str], pods: list[PodFacts], deploy: Mapping[str, bool]
-) -> dict[str, ComponentFacts]:
+def _components(pods: list[PodFacts], deploy: Mapping[str, bool]) -> dict[str, ComponentFacts]:
     by_component = {p.component: p for p in pods if p.component}
     components = {}
     for component, deploy_key in COMPONENT_DEPLOY_LABELS.items():
@@ -433,10 +433,14 @@ def _gate_failures(
         if c.failing
     )
     failures.extend(f"Xid {x.code}" + (f" on GPU {x.gpu}" if x.gpu else "") for x in xids)
-    failures.extend(
-        _GPU_FAULT_ALERTS[s.name] for s in node_signals if s.name in _GPU_FAULT_ALERTS
-    )
+    failures.extend(_GPU_FAULT_ALERTS[s.name] for s in node_signals if s.name in _GPU_FAULT_ALERTS)
     return failures
+
+
+def _ready_status(value: str) -> ReadyStatus:
+    if value == "True":
+        return "True"
+    return "False" if value == "False" else "Unknown"
 
 
 def _node_facts(
@@ -451,9 +455,7 @@ def _node_facts(
     labels = labels_of(node)
     spec = node.get("spec") or {}
     status = node.get("status") or {}
-    conditions = {
-        str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []
-    }
+    conditions = {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []}
     messages = {
         str(c.get("type")): str(c.get("message") or "")
         for c in status.get("conditions") or []
@@ -487,7 +489,7 @@ def _node_facts(
         for key, value in labels.items()
         if key.startswith("nvidia.com/gpu.deploy.")
     }
-    components = _components(labels, pods, deploy)
+    components = _components(pods, deploy)
     node_signals = [s for s in signals if s.node == name and s.status == "firing"]
     xids = [
         XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
@@ -499,7 +501,9 @@ def _node_facts(
     upgrade_state = labels.get("nvidia.com/gpu-driver-upgrade-state")
     ready = conditions.get("Ready", "Unknown")
     evictable = [
-        p for p in pods if not p.daemonset and not p.mirror and p.phase not in ("Succeeded", "Failed")
+        p
+        for p in pods
+        if not p.daemonset and not p.mirror and p.phase not in ("Succeeded", "Failed")
     ]
     cordoned_for = _age(now, cordoned_at)
     after_cordon = (
@@ -518,7 +522,7 @@ def _node_facts(
         name=name,
         pool=pool,
         labels=labels,
-        ready=ready if ready in ("True", "False", "Unknown") else "Unknown",  # type: ignore[arg-type]
+        ready=_ready_status(ready),
         conditions=conditions,
         condition_messages=messages,
         unschedulable=unschedulable,
@@ -544,8 +548,16 @@ def _node_facts(
         pods_after_cordon=after_cordon,
         xids=xids,
         gate_failures=_gate_failures(
-            ready, gpu, gpu_node, mig_config, mig_state, upgrade_state, components, xids,
-            node_signals, settings,
+            ready,
+            gpu,
+            gpu_node,
+            mig_config,
+            mig_state,
+            upgrade_state,
+            components,
+            xids,
+            node_signals,
+            settings,
         ),
         events=recent_events,
     )
@@ -594,7 +606,7 @@ def split_scheduler_message(message: str) -> list[tuple[int, str]]:
     return counted
 
 
-def classify_reason(text: str, offered: set[str], gpu_resource: str) -> str:
+def classify_reason(text: str, offered: set[str], gpu_resource: str) -> ReasonKind:
     if text.startswith("Insufficient "):
         resource = text.removeprefix("Insufficient ").strip()
         if "/" in resource and resource not in offered:
@@ -635,11 +647,15 @@ def _pending_pods(
         if not requests:
             continue
         ns, name = namespace_of(pod), name_of(pod)
-        scheduling = [e for e in index.pod_events.get((ns, name), []) if e.get("reason") == "FailedScheduling"]
+        scheduling = [
+            e for e in index.pod_events.get((ns, name), []) if e.get("reason") == "FailedScheduling"
+        ]
         latest = max(scheduling, key=lambda e: event_time(e) or now, default=None)
         message = str(latest.get("message", "")) if latest else None
         reasons = [
-            SchedulingReason(kind=classify_reason(text, offered, settings.gpu_resource), count=n, text=text)  # type: ignore[arg-type]
+            SchedulingReason(
+                kind=classify_reason(text, offered, settings.gpu_resource), count=n, text=text
+            )
             for n, text in (split_scheduler_message(message) if message else [])
         ]
         controller = controller_of(pod)
@@ -703,7 +719,10 @@ def collect_facts(
         if (pool := pool_of(labels_of(node), settings.pool_labels))
         and (
             labels_of(node).get(_GPU_LABEL) == "true"
-            or int_quantity(((node.get("status") or {}).get("capacity") or {}).get(settings.gpu_resource, 0)) > 0
+            or int_quantity(
+                ((node.get("status") or {}).get("capacity") or {}).get(settings.gpu_resource, 0)
+            )
+            > 0
         )
     }
     nodes = {

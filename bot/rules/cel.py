@@ -51,4 +51,5 @@ def _first_error_line(message: str) -> str:
     first = message.splitlines()[0]
     for prefix in ("INVALID_ARGUMENT: ", "ERROR: "):
         first = first.removeprefix(prefix)
+    first = first.replace(" (in container '')", "")
     return "CEL " + first.replace("<input>:", "at ")

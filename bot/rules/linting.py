@@ -25,30 +25,72 @@ from bot.rules.loading import CompiledRule, RuleSet
 
 def _reference_node() -> NodeFacts:
     pod = PodFacts(
-        name="train-0", namespace="ml", phase="Running", owner_kind="Job", owner_name="train",
-        component="nvidia-device-plugin-daemonset", gpu_request=1, restarts=1,
-        waiting_reason="CrashLoopBackOff", failing=True, terminating=False, finalizers=[],
-        grace_period_s=30, emptydir=True, mirror=False, daemonset=False, age_s=60,
+        name="train-0",
+        namespace="ml",
+        phase="Running",
+        owner_kind="Job",
+        owner_name="train",
+        component="nvidia-device-plugin-daemonset",
+        gpu_request=1,
+        restarts=1,
+        waiting_reason="CrashLoopBackOff",
+        failing=True,
+        terminating=False,
+        finalizers=[],
+        grace_period_s=30,
+        emptydir=True,
+        mirror=False,
+        daemonset=False,
+        age_s=60,
     )
     component = ComponentFacts(
-        name="nvidia-device-plugin-daemonset", pod="p", present=True, failing=True,
-        waiting_reason="CrashLoopBackOff", restarts=9, deploy_label=True,
+        name="nvidia-device-plugin-daemonset",
+        pod="p",
+        present=True,
+        failing=True,
+        waiting_reason="CrashLoopBackOff",
+        restarts=9,
+        deploy_label=True,
     )
     return NodeFacts(
-        name="ref", pool="pool", labels={"a": "b"}, ready="True",
-        conditions={"Ready": "True"}, condition_messages={"Ready": "ok"}, unschedulable=True,
-        taints=["t:NoSchedule"], cordoned_for_s=1, age_s=1, since_reboot_s=1,
-        since_uncordon_s=1, boot_id="b", kubelet_version="v", runtime_version="r",
+        name="ref",
+        pool="pool",
+        labels={"a": "b"},
+        ready="True",
+        conditions={"Ready": "True"},
+        condition_messages={"Ready": "ok"},
+        unschedulable=True,
+        taints=["t:NoSchedule"],
+        cordoned_for_s=1,
+        age_s=1,
+        since_reboot_s=1,
+        since_uncordon_s=1,
+        boot_id="b",
+        kubelet_version="v",
+        runtime_version="r",
         gpu_node=True,
-        gpu=GpuFacts(capacity=8, allocatable=8, count_label=8, present_label=True,
-                     product="p", mig_capacity={"nvidia.com/mig-1g.10gb": 1},
-                     mig_allocatable={"nvidia.com/mig-1g.10gb": 1}),
-        driver_version="1", upgrade_state="upgrade-done", mig_config="all-1g.10gb",
-        mig_state="success", deploy_labels={"device-plugin": True},
-        components={"nvidia-device-plugin-daemonset": component}, pods=[pod], remaining_pods=1,
+        gpu=GpuFacts(
+            capacity=8,
+            allocatable=8,
+            count_label=8,
+            present_label=True,
+            product="p",
+            mig_capacity={"nvidia.com/mig-1g.10gb": 1},
+            mig_allocatable={"nvidia.com/mig-1g.10gb": 1},
+        ),
+        driver_version="1",
+        upgrade_state="upgrade-done",
+        mig_config="all-1g.10gb",
+        mig_state="success",
+        deploy_labels={"device-plugin": True},
+        components={"nvidia-device-plugin-daemonset": component},
+        pods=[pod],
+        remaining_pods=1,
         blockers=[Blocker(kind="pdb", pod="p", namespace="n", detail="d")],
-        pods_after_cordon=["ml/p"], xids=[XidFacts(code=79, gpu="0", source="s")],
-        gate_failures=["x"], events=["Rebooted"],
+        pods_after_cordon=["ml/p"],
+        xids=[XidFacts(code=79, gpu="0", source="s")],
+        gate_failures=["x"],
+        events=["Rebooted"],
     )
 
 
@@ -60,21 +102,52 @@ def reference_context(rule: CompiledRule, settings: Settings) -> dict[str, Any]:
     facts["gpu"]["expected"] = 8
     pool = PoolFacts(name="pool", nodes=["ref"], gpu_pool=True, driver_versions={"1": 1})
     pending = PendingPod(
-        name="p", namespace="n", owner="ReplicaSet/r", requests={"nvidia.com/gpu": 1},
-        pending_s=1, reasons=[SchedulingReason(kind="insufficient-gpu", count=1, text="t")],
-        message="m", unoffered_resources=["nvidia.com/gpus"], evicted_from="ref",
+        name="p",
+        namespace="n",
+        owner="ReplicaSet/r",
+        requests={"nvidia.com/gpu": 1},
+        pending_s=1,
+        reasons=[SchedulingReason(kind="insufficient-gpu", count=1, text="t")],
+        message="m",
+        unoffered_resources=["nvidia.com/gpus"],
+        evicted_from="ref",
     )
     return {
         "node": facts,
-        "alerts": [{"name": "GPUXidError", "status": "firing", "gpu": "0",
-                    "labels": {"alertname": "GPUXidError", "xid": "79"}, "annotations": {}}],
-        "xids": [{"code": 79, "gpu": "0", "source": "s", "meaning": "m", "action": "a",
-                  "proposal": "drain", "severity": "critical", "fatal": True,
-                  "marks_unhealthy": True, "known": True}],
-        "pool": {**pool.model_dump(mode="json"), "size": 1, "findings": {"r": 1},
-                 "widespread": ["r"]},
-        "cluster": {"pending_pods": [pending.model_dump(mode="json")],
-                    "offered_resources": ["nvidia.com/gpu"], "nodes": 1},
+        "alerts": [
+            {
+                "name": "GPUXidError",
+                "status": "firing",
+                "gpu": "0",
+                "labels": {"alertname": "GPUXidError", "xid": "79"},
+                "annotations": {},
+            }
+        ],
+        "xids": [
+            {
+                "code": 79,
+                "gpu": "0",
+                "source": "s",
+                "meaning": "m",
+                "action": "a",
+                "proposal": "drain",
+                "severity": "critical",
+                "fatal": True,
+                "marks_unhealthy": True,
+                "known": True,
+            }
+        ],
+        "pool": {
+            **pool.model_dump(mode="json"),
+            "size": 1,
+            "findings": {"r": 1},
+            "widespread": ["r"],
+        },
+        "cluster": {
+            "pending_pods": [pending.model_dump(mode="json")],
+            "offered_resources": ["nvidia.com/gpu"],
+            "nodes": 1,
+        },
         "settings": thresholds,
         "findings": ["r"],
     }
@@ -82,7 +155,9 @@ def reference_context(rule: CompiledRule, settings: Settings) -> dict[str, Any]:
 
 def _expressions(rule: CompiledRule) -> list[tuple[str, Expression]]:
     named: list[tuple[str, Expression]] = [("when", rule.when)]
-    named += [(f"severity_overrides[{i}].when", e) for i, (e, _) in enumerate(rule.severity_overrides)]
+    named += [
+        (f"severity_overrides[{i}].when", e) for i, (e, _) in enumerate(rule.severity_overrides)
+    ]
     named += [(f"proposals[{i}].when", e) for i, (e, _, _) in enumerate(rule.proposals) if e]
     named += [(f"evidence[{i}]", e) for i, e in enumerate(rule.evidence)]
     if rule.blockers is not None:

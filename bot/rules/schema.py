@@ -97,8 +97,10 @@ class Rule(_Strict):
         return stages
 
     def applies_in(self, stage: Stage) -> bool:
-        return "any" in self.stages or stage in self.stages or bool(
-            self.expected and stage in self.expected.stages
+        return (
+            "any" in self.stages
+            or stage in self.stages
+            or bool(self.expected and stage in self.expected.stages)
         )
 
 

@@ -14,18 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.kubeobjects import name_of, namespace_of
-from bot.evidence.snapshot import Snapshot, collect_facts, parse_snapshot
-from bot.model import Action, Diagnosis, Lang, Severity, Signal, Stage
-from bot.rules.loading import RuleSet, validate_model
+from bot.kubeobjects import name_of, namespace_of
+from bot.model import Action, Diagnosis, Lang, Severity, Stage
+from bot.rules.loading import validate_model
 from bot.rules.yamlfiles import load_located
-from bot.sources.alertmanager import signals_from_payload, validate_payload
 
 
 class _Strict(BaseModel):
@@ -63,6 +60,8 @@ class RuleTest(_Strict):
     alerts: list[dict[str, Any]] = Field(default_factory=list)
     """Alerts as Alertmanager sends them (labels, annotations, status...)."""
     lang: Lang = Lang.EN
+    about: list[str] = Field(default_factory=list)
+    """The rule ids this test is written for (firing or deliberately not firing)."""
     demo: bool = False
     """Also shown by `gpubot demo`."""
     expect: list[Expected]
@@ -135,7 +134,7 @@ def apply_edits(raw: Mapping[str, Any], edits: list[Edit]) -> dict[str, Any]:
 _snapshot_cache: dict[Path, dict[str, Any]] = {}
 
 
-def _base_snapshot(path: Path) -> dict[str, Any]:
+def base_snapshot(path: Path) -> dict[str, Any]:
     if path not in _snapshot_cache:
         try:
             _snapshot_cache[path] = json.loads(path.read_text(encoding="utf-8"))
@@ -144,24 +143,18 @@ def _base_snapshot(path: Path) -> dict[str, Any]:
     return _snapshot_cache[path]
 
 
-def build_case(
-    test: RuleTest, base_dir: Path, settings: Settings
-) -> tuple[Snapshot, list[Signal]]:
-    raw = _base_snapshot(base_dir / test.snapshot)
-    edited = apply_edits(raw, test.edits)
-    payload = validate_payload(
-        {"status": "firing", "alerts": [{"status": "firing", **a} for a in test.alerts]},
-        f"{test.name}: alerts",
-    )
-    return parse_snapshot(edited, test.snapshot), signals_from_payload(payload, settings.node_labels)
-
-
 def check(test: RuleTest, diagnoses: list[Diagnosis]) -> list[str]:
     failures = []
     remaining = list(diagnoses)
     for want in test.expect:
         hit = next(
-            (d for d in remaining if d.rule == want.rule and d.node == want.node and (want.pool is None or d.pool == want.pool)),
+            (
+                d
+                for d in remaining
+                if d.rule == want.rule
+                and d.node == want.node
+                and (want.pool is None or d.pool == want.pool)
+            ),
             None,
         )
         label = f"{want.rule} on {want.node or want.pool or 'cluster'}"
@@ -172,13 +165,14 @@ def check(test: RuleTest, diagnoses: list[Diagnosis]) -> list[str]:
         if want.stage is not None and hit.stage != want.stage:
             failures.append(f"{label}: stage {hit.stage.value}, expected {want.stage.value}")
         if want.severity is not None and hit.severity != want.severity:
-            failures.append(f"{label}: severity {hit.severity.value}, expected {want.severity.value}")
+            failures.append(
+                f"{label}: severity {hit.severity.value}, expected {want.severity.value}"
+            )
         if want.proposals is not None:
             got = [p.action for p in hit.proposals]
             if got != want.proposals:
-                failures.append(
-                    f"{label}: proposals {[a.value for a in got]}, expected {[a.value for a in want.proposals]}"
-                )
+                wanted = [a.value for a in want.proposals]
+                failures.append(f"{label}: proposals {[a.value for a in got]}, expected {wanted}")
         if want.blockers is not None:
             kinds = {b.kind for b in hit.blockers}
             missing = [k for k in want.blockers if k not in kinds]
@@ -191,6 +185,3 @@ def check(test: RuleTest, diagnoses: list[Diagnosis]) -> list[str]:
     for extra in remaining:
         failures.append(f"unexpected {extra.rule} on {extra.node or extra.pool or 'cluster'}")
     return failures
-
-
-Kind = Literal["pass", "fail"]

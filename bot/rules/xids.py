@@ -17,9 +17,13 @@ _FALLBACK = {
 }
 
 
-def describe_xids(xids: list[XidFacts], catalog: XidCatalog | None, lang: Lang) -> list[dict[str, Any]]:
+def describe_xids(
+    xids: list[XidFacts], catalog: XidCatalog | None, lang: Lang
+) -> list[dict[str, Any]]:
     """Each Xid seen, with what the catalog says it means and what to do."""
-    by_code = {code: entry for entry in (catalog.entries if catalog else []) for code in entry.codes}
+    by_code = {
+        code: entry for entry in (catalog.entries if catalog else []) for code in entry.codes
+    }
     described = []
     for xid in xids:
         entry = by_code.get(xid.code)

@@ -43,10 +43,13 @@ def ts(moment: datetime) -> str:
 
 
 def gpu_node_labels(
-    name: str, pool: str, gpus: int = 8, driver: str = DRIVER_VERSION,
+    name: str,
+    pool: str,
+    gpus: int = 8,
+    driver: str = DRIVER_VERSION,
     product: str = "NVIDIA-A100-SXM4-80GB",
 ) -> dict[str, str]:
-    major, minor, rev = (driver.split(".") + ["", "", ""])[:3]
+    major, minor, rev = [*driver.split("."), "", "", ""][:3]
     labels = {
         "beta.kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux",
@@ -146,7 +149,9 @@ def node(
         "metadata": {
             "name": name,
             "uid": uid("node", name),
-            "resourceVersion": str(100000 + int(_digest(name, length=3).encode().hex(), 16) % 90000),
+            "resourceVersion": str(
+                100000 + int(_digest(name, length=3).encode().hex(), 16) % 90000
+            ),
             "creationTimestamp": ts(created),
             "labels": labels,
             "annotations": {
@@ -162,17 +167,31 @@ def node(
             "capacity": capacity,
             "allocatable": allocatable,
             "conditions": [
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                          "kubelet has sufficient memory available"),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
-                          "kubelet has no disk pressure"),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID",
-                          "kubelet has sufficient PID available"),
-                condition("Ready", "True", "KubeletReady",
-                          "kubelet is posting ready status"),
+                condition(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                ),
+                condition(
+                    "DiskPressure",
+                    "False",
+                    "KubeletHasNoDiskPressure",
+                    "kubelet has no disk pressure",
+                ),
+                condition(
+                    "PIDPressure",
+                    "False",
+                    "KubeletHasSufficientPID",
+                    "kubelet has sufficient PID available",
+                ),
+                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
             ],
             "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{len(name)}.{int(_digest(name, length=2).encode().hex(), 16) % 250 + 2}"},
+                {
+                    "type": "InternalIP",
+                    "address": f"10.0.{len(name)}.{sum(name.encode()) % 250 + 2}",
+                },
                 {"type": "Hostname", "address": name},
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
@@ -251,7 +270,10 @@ def pod(
     volumes: list[Json] = [
         {
             "name": f"kube-api-access-{_digest(name, 'vol')}",
-            "projected": {"defaultMode": 420, "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}]},
+            "projected": {
+                "defaultMode": 420,
+                "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}],
+            },
         }
     ]
     if emptydir:
@@ -282,8 +304,18 @@ def pod(
         "terminationGracePeriodSeconds": grace,
         "tolerations": tolerations
         or [
-            {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
-            {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300},
+            {
+                "effect": "NoExecute",
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "tolerationSeconds": 300,
+            },
+            {
+                "effect": "NoExecute",
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "tolerationSeconds": 300,
+            },
         ],
         "volumes": volumes,
     }
@@ -294,8 +326,19 @@ def pod(
         status = {
             "phase": "Running",
             "conditions": [
-                {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": ts(started)}
-                for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+                {
+                    "type": kind,
+                    "status": "True",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": ts(started),
+                }
+                for kind in (
+                    "PodReadyToStartContainers",
+                    "Initialized",
+                    "Ready",
+                    "ContainersReady",
+                    "PodScheduled",
+                )
             ],
             "hostIP": "10.0.1.10",
             "podIP": f"10.244.{len(namespace)}.{len(name)}",
@@ -307,8 +350,19 @@ def pod(
             spec["initContainers"] = [{"name": n, "image": image} for n in init_containers]
             status["initContainerStatuses"] = [
                 {
-                    "name": n, "image": image, "imageID": "", "ready": True, "restartCount": 0,
-                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts(created), "finishedAt": ts(started)}},
+                    "name": n,
+                    "image": image,
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 0,
+                            "reason": "Completed",
+                            "startedAt": ts(created),
+                            "finishedAt": ts(started),
+                        }
+                    },
                     "lastState": {},
                 }
                 for n in init_containers
@@ -317,9 +371,14 @@ def pod(
         status = {
             "phase": "Pending",
             "conditions": [
-                {"type": "PodScheduled", "status": "False", "lastProbeTime": None,
-                 "lastTransitionTime": ts(created), "reason": "Unschedulable",
-                 "message": "0/5 nodes are available"}
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "lastProbeTime": None,
+                    "lastTransitionTime": ts(created),
+                    "reason": "Unschedulable",
+                    "message": "0/5 nodes are available",
+                }
             ],
             "qosClass": "Burstable" if gpus else "BestEffort",
         }
@@ -346,14 +405,23 @@ def operator_pods(node_name: str, now: datetime, age: timedelta = timedelta(days
                 GPU_OPERATOR_NS,
                 node_name,
                 now,
-                labels={"app": ds, "controller-revision-hash": _digest(ds, length=10), "pod-template-generation": "1"},
+                labels={
+                    "app": ds,
+                    "controller-revision-hash": _digest(ds, length=10),
+                    "pod-template-generation": "1",
+                },
                 owner_ref=owner("DaemonSet", ds),
                 image=f"nvcr.io/nvidia/{ds}:v24.3.0",
                 age=age - timedelta(minutes=2),
                 tolerations=_DS_TOLERATIONS,
                 generate_name=f"{ds}-",
                 init_containers=(
-                    ["driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation"]
+                    [
+                        "driver-validation",
+                        "toolkit-validation",
+                        "cuda-validation",
+                        "plugin-validation",
+                    ]
                     if ds == "nvidia-operator-validator"
                     else None
                 ),
@@ -367,11 +435,23 @@ def daemonset(name: str, namespace: str, nodes: int, selector_label: str | None)
     return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid("DaemonSet", name), "generation": 1, "labels": {"app": name}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid("DaemonSet", name),
+            "generation": 1,
+            "labels": {"app": name},
+        },
         "spec": {
             "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": {"nodeSelector": node_selector, "tolerations": _DS_TOLERATIONS}},
-            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"nodeSelector": node_selector, "tolerations": _DS_TOLERATIONS},
+            },
+            "updateStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+            },
         },
         "status": {
             "currentNumberScheduled": nodes,
@@ -385,11 +465,18 @@ def daemonset(name: str, namespace: str, nodes: int, selector_label: str | None)
     }
 
 
-def pdb(name: str, namespace: str, match_labels: dict[str, str], min_available: int, healthy: int) -> Json:
+def pdb(
+    name: str, namespace: str, match_labels: dict[str, str], min_available: int, healthy: int
+) -> Json:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": namespace, "uid": uid("pdb", namespace, name), "generation": 1},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid("pdb", namespace, name),
+            "generation": 1,
+        },
         "spec": {"minAvailable": min_available, "selector": {"matchLabels": match_labels}},
         "status": {
             "currentHealthy": healthy,
@@ -398,9 +485,14 @@ def pdb(name: str, namespace: str, match_labels: dict[str, str], min_available: 
             "expectedPods": healthy,
             "observedGeneration": 1,
             "conditions": [
-                {"type": "DisruptionAllowed", "status": "True" if healthy > min_available else "False",
-                 "reason": "SufficientPods" if healthy > min_available else "InsufficientPods",
-                 "message": "", "lastTransitionTime": "2026-11-01T00:00:00Z", "observedGeneration": 1}
+                {
+                    "type": "DisruptionAllowed",
+                    "status": "True" if healthy > min_available else "False",
+                    "reason": "SufficientPods" if healthy > min_available else "InsufficientPods",
+                    "message": "",
+                    "lastTransitionTime": "2026-11-01T00:00:00Z",
+                    "observedGeneration": 1,
+                }
             ],
         },
     }
@@ -426,7 +518,12 @@ def event(
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": name, "namespace": namespace or "default", "uid": uid("event", name), "creationTimestamp": ts(at)},
+        "metadata": {
+            "name": name,
+            "namespace": namespace or "default",
+            "uid": uid("event", name),
+            "creationTimestamp": ts(at),
+        },
         "involvedObject": {
             "kind": involved_kind,
             "name": involved_name,

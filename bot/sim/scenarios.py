@@ -61,18 +61,30 @@ def healthy_cluster(
                     generate_name=f"metrics-agent-{name}-",
                 )
             )
-    for job in range(jobs):
+    for job_index in range(jobs):
         items.append(
             objects.pdb(
-                f"train-llm-{job}-pdb", "ml", {"job-name": f"train-llm-{job}"},
-                min_available=max(0, per_job_nodes - 1), healthy=per_job_nodes,
+                f"train-llm-{job_index}-pdb",
+                "ml",
+                {"job-name": f"train-llm-{job_index}"},
+                min_available=max(0, per_job_nodes - 1),
+                healthy=per_job_nodes,
             )
         )
     for ds, _ in objects.OPERATOR_DAEMONSETS:
-        items.append(objects.daemonset(ds, objects.GPU_OPERATOR_NS, gpu_nodes, "nvidia.com/gpu.present"))
+        items.append(
+            objects.daemonset(ds, objects.GPU_OPERATOR_NS, gpu_nodes, "nvidia.com/gpu.present")
+        )
     items.append(
-        objects.event("Node", f"{prefix}1", "", "NodeReady", f"Node {prefix}1 status is now: NodeReady",
-                      now - timedelta(days=30), host=f"{prefix}1")
+        objects.event(
+            "Node",
+            f"{prefix}1",
+            "",
+            "NodeReady",
+            f"Node {prefix}1 status is now: NodeReady",
+            now - timedelta(days=30),
+            host=f"{prefix}1",
+        )
     )
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
 

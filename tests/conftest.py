@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.evidence.snapshot import Snapshot, collect_facts, parse_snapshot
+from bot.model import ClusterFacts, Signal
+from bot.rules.testing import Edit, apply_edits
+
+REPO = Path(__file__).resolve().parent.parent
+RULES = REPO / "rules"
+HEALTHY = RULES / "tests" / "snapshots" / "healthy.json"
+NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def settings() -> Settings:
+    return Settings()
+
+
+@pytest.fixture
+def healthy_raw() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(HEALTHY.read_text())
+    return data
+
+
+@pytest.fixture
+def edited(healthy_raw: dict[str, Any]) -> Callable[..., Snapshot]:
+    """The healthy fixture with rule-test style edits applied."""
+
+    def make(*edits: dict[str, Any]) -> Snapshot:
+        return parse_snapshot(apply_edits(healthy_raw, [Edit.model_validate(e) for e in edits]))
+
+    return make
+
+
+@pytest.fixture
+def facts_of(settings: Settings) -> Callable[..., ClusterFacts]:
+    def make(snapshot: Snapshot, signals: list[Signal] | None = None) -> ClusterFacts:
+        return collect_facts(snapshot, signals or [], settings, NOW)
+
+    return make

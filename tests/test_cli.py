@@ -1,0 +1,179 @@
+"""The CLI as a person runs it: real processes, real files, exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import HEALTHY, RULES
+
+NOW = "2026-12-02T03:00:00Z"
+
+
+def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _zero_capacity_snapshot(tmp_path: Path) -> Path:
+    data = json.loads(HEALTHY.read_text())
+    for item in data["items"]:
+        if item["kind"] == "Node" and item["metadata"]["name"] == "gpu-a3":
+            item["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+    path = tmp_path / "snapshot.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_healthy_snapshot_gives_no_diagnosis() -> None:
+    done = gpubot("diagnose", "--snapshot", str(HEALTHY), "--now", NOW, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"diagnoses": []}
+
+
+def test_json_output_has_the_documented_shape(tmp_path: Path) -> None:
+    done = gpubot(
+        "diagnose",
+        "--snapshot",
+        str(_zero_capacity_snapshot(tmp_path)),
+        "--now",
+        NOW,
+        "--format",
+        "json",
+    )
+    assert done.returncode == 0, done.stderr
+    [diagnosis] = [d for d in json.loads(done.stdout)["diagnoses"] if d["node"] == "gpu-a3"]
+    assert diagnosis["rule"] == "gpu-capacity-zero"
+    assert {
+        "rule",
+        "node",
+        "pool",
+        "stage",
+        "severity",
+        "title",
+        "questions",
+        "evidence",
+        "blockers",
+        "runbook",
+        "proposals",
+    } <= set(diagnosis)
+    assert set(diagnosis["questions"]) == {"registered", "gpu_visible", "workloads", "scope"}
+    assert diagnosis["pool"] == "a100-east" and diagnosis["stage"] == "steady"
+    assert diagnosis["proposals"] == [
+        {"action": "cordon", "requires_approval": True, "force": False}
+    ]
+    assert "0 of 8" in diagnosis["questions"]["gpu_visible"]
+    assert any(
+        "kubectl describe node gpu-a3" in c for s in diagnosis["runbook"] for c in s["commands"]
+    )
+
+
+def test_chinese_and_markdown_output(tmp_path: Path) -> None:
+    snapshot = str(_zero_capacity_snapshot(tmp_path))
+    zh = gpubot(
+        "diagnose", "--snapshot", snapshot, "--now", NOW, "--lang", "zh", "--format", "markdown"
+    )
+    assert zh.returncode == 0, zh.stderr
+    assert "节点 Ready，但 nvidia.com/gpu 容量为零" in zh.stdout
+    assert "**GPU 被调度器看见了吗？**" in zh.stdout
+    text = gpubot("diagnose", "--snapshot", snapshot, "--now", NOW)
+    assert "gpu-a3" in text.stdout and "CRITICAL" in text.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", ":1: not valid JSON"),
+        ('{"kind": "List"}', "expected a Kubernetes List"),
+    ],
+)
+def test_malformed_snapshot_exits_2_with_one_line_and_no_traceback(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    done = gpubot("diagnose", "--snapshot", str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {path}") and fragment in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_missing_file_exits_2(tmp_path: Path) -> None:
+    done = gpubot("diagnose", "--snapshot", str(tmp_path / "nope.json"))
+    assert done.returncode == 2 and "No such file" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_malformed_alerts_exit_2_naming_the_field(tmp_path: Path) -> None:
+    alerts = tmp_path / "alerts.json"
+    alerts.write_text(json.dumps({"status": "firing", "alerts": [{"status": "firing"}]}))
+    done = gpubot("diagnose", "--snapshot", str(HEALTHY), "--alerts", str(alerts))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {alerts}: field alerts.0.labels: Field required"
+
+
+def test_broken_rule_exits_2_but_the_other_rules_still_diagnose(tmp_path: Path) -> None:
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    good = yaml.safe_load((RULES / "gpu-stack.yaml").read_text())
+    (rules / "good.yaml").write_text(yaml.safe_dump(good, allow_unicode=True))
+    (rules / "bad.yaml").write_text("rules:\n  - id: bad-rule\n    when: 'node.ready =='\n")
+    done = gpubot(
+        "diagnose",
+        "--snapshot",
+        str(_zero_capacity_snapshot(tmp_path)),
+        "--now",
+        NOW,
+        "--rules",
+        str(rules),
+        "--format",
+        "json",
+    )
+    assert done.returncode == 2
+    assert [d["rule"] for d in json.loads(done.stdout)["diagnoses"]] == ["gpu-capacity-zero"]
+    assert f"error: {rules / 'bad.yaml'}:2: rule bad-rule:" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_rules_lint_and_test_pass_on_the_shipped_rules() -> None:
+    lint = gpubot("rules", "lint")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert lint.stdout.strip().endswith("OK")
+    tests = gpubot("rules", "test")
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert tests.stdout.strip().splitlines()[-1].endswith(" 0 failed")
+
+
+def test_rules_test_reports_a_failing_expectation_with_its_line(tmp_path: Path) -> None:
+    tests_dir = tmp_path / "tests"
+    tests_dir.mkdir()
+    (tests_dir / "snapshots").mkdir()
+    (tests_dir / "snapshots" / "healthy.json").write_text(HEALTHY.read_text())
+    (tmp_path / "gpu-stack.yaml").write_text((RULES / "gpu-stack.yaml").read_text())
+    (tests_dir / "t.yaml").write_text(
+        "tests:\n"
+        "  - name: wrongly expects a diagnosis\n"
+        f"    now: '{NOW}'\n"
+        "    snapshot: snapshots/healthy.json\n"
+        "    expect:\n"
+        "      - {rule: gpu-capacity-zero, node: gpu-a1}\n"
+    )
+    done = gpubot("rules", "test", str(tmp_path))
+    assert done.returncode == 1
+    assert (
+        f"FAIL {tests_dir / 't.yaml'}:2: wrongly expects a diagnosis: "
+        "expected gpu-capacity-zero on gpu-a1, it did not fire" in done.stdout
+    )
+    assert done.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_demo_replays_scenarios() -> None:
+    done = gpubot("demo")
+    assert done.returncode == 0, done.stderr
+    assert "Node Ready but nvidia.com/gpu capacity is zero" in done.stdout
