@@ -46,7 +46,7 @@ def diagnose_snapshot(
     return diagnose(facts, signals, rules, settings, lang)
 
 
-def test_files(path: Path) -> list[Path]:
+def rule_test_files(path: Path) -> list[Path]:
     """A test file, or every `*.yaml` under `tests/` of a rules directory."""
     if path.is_file():
         return [path]
@@ -92,7 +92,7 @@ def run_rule_test(
 def run_rule_tests(path: Path, settings: Settings) -> list[RuleTestRun]:
     runs = []
     cache: dict[Path, RuleSet] = {}
-    for file in test_files(path):
+    for file in rule_test_files(path):
         parsed, where = load_test_file(file)
         rules_dir = rules_dir_for(file, parsed.rules_dir)
         if rules_dir not in cache:
@@ -112,10 +112,10 @@ __all__ = [
     "diagnose_snapshot",
     "load_ruleset",
     "now_utc",
+    "rule_test_files",
     "rules_dir_for",
     "run_rule_test",
     "run_rule_tests",
-    "test_files",
 ]
 
 
@@ -132,7 +132,7 @@ def demo_scenarios(settings: Settings) -> list[DemoScenario]:
     """The rule tests marked `demo: true`: real snapshots, replayed through the pipeline."""
     rules = load_ruleset(settings)
     scenarios = []
-    for file in test_files(settings.rules_dir):
+    for file in rule_test_files(settings.rules_dir):
         parsed, where = load_test_file(file)
         for index, test in enumerate(parsed.tests):
             if test.demo:

@@ -34,6 +34,10 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     join_window_s: int = 2 * 3600
+    join_grace_s: int = 600
+    """A node younger than this is still installing its GPU stack: missing GPUs are normal."""
+    not_ready_grace_s: int = 300
+    """A node younger than this may be NotReady while its CNI comes up."""
     reboot_window_s: int = 3600
     rejoin_window_s: int = 3600
     drain_stuck_after_s: int = 15 * 60

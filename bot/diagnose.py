@@ -131,13 +131,14 @@ def diagnose(
             found = suppress(found + _collect(match(later_rules, context, name, stage), result))
         matches.extend(found)
 
-    pool_matches = _pool_pass(cluster, matches, stages, rules, settings, result)
+    widespread = _widespread(cluster, matches, settings)
+    pool_matches = _pool_pass(cluster, matches, stages, widespread, rules, settings, result)
     cluster_matches = _cluster_pass(cluster, rules, settings, result)
     halted = {
         (m.subject, rule_id)
         for m in pool_matches
         if m.rule.spec.halts_node_remediation
-        for rule_id in _widespread(cluster, matches, settings).get(m.subject or "", [])
+        for rule_id in widespread.get(m.subject or "", [])
     }
 
     scope = _ScopeIndex(cluster, matches)
@@ -184,6 +185,7 @@ def _pool_pass(
     cluster: ClusterFacts,
     matches: list[RuleMatch],
     stages: Mapping[str, Stage],
+    widespread: Mapping[str, list[str]],
     rules: RuleSet,
     settings: Settings,
     result: DiagnoseResult,
@@ -191,7 +193,6 @@ def _pool_pass(
     pool_rules = [r for r in rules.rules if r.spec.scope == "pool"]
     if not pool_rules:
         return []
-    widespread = _widespread(cluster, matches, settings)
     findings: dict[str, Counter[str]] = defaultdict(Counter)
     for found in matches:
         node = cluster.nodes.get(found.subject or "")
@@ -240,11 +241,14 @@ class _ScopeIndex:
     def __init__(self, cluster: ClusterFacts, matches: list[RuleMatch]) -> None:
         self.by_pool_rule: Counter[tuple[str, str]] = Counter()
         self.by_rule: Counter[str] = Counter()
+        self.troubled_nodes: dict[str, set[str]] = defaultdict(set)
         for found in matches:
             node = cluster.nodes.get(found.subject or "")
             self.by_rule[found.rule.id] += 1
             if node and node.pool:
                 self.by_pool_rule[(node.pool, found.rule.id)] += 1
+                if not found.expected:
+                    self.troubled_nodes[node.pool].add(node.name)
 
 
 _T: dict[Lang, dict[str, str]] = {
@@ -269,6 +273,7 @@ _T: dict[Lang, dict[str, str]] = {
         "wl_pending": "; cluster-wide {n} GPU pod(s) Pending: {reasons}",
         "wl_none_pending": "; no GPU pod is Pending",
         "scope_pool": "{n} of {size} nodes in pool {pool} show this",
+        "scope_pool_findings": "{n} of {size} nodes in pool {pool} have a finding",
         "scope_node": "this node only (pool unknown)",
         "scope_drivers": "; pool driver versions: {drivers}",
         "scope_cluster": "{n} node(s) in the cluster show this",
@@ -300,6 +305,7 @@ _T: dict[Lang, dict[str, str]] = {
         "wl_pending": "；集群内 {n} 个 GPU Pod Pending：{reasons}",
         "wl_none_pending": "；没有 Pending 的 GPU Pod",
         "scope_pool": "节点池 {pool} 的 {size} 个节点中有 {n} 个出现此问题",
+        "scope_pool_findings": "节点池 {pool} 的 {size} 个节点中有 {n} 个存在问题",
         "scope_node": "仅此节点（节点池未知）",
         "scope_drivers": "；节点池驱动版本：{drivers}",
         "scope_cluster": "集群内 {n} 个节点出现此问题",
@@ -408,7 +414,7 @@ def _node_questions(
 
 def _pending_summary(cluster: ClusterFacts, lang: Lang) -> str:
     t = _T[lang]
-    pods = [p for p in cluster.pending_pods if p.requests]
+    pods = cluster.pending_pods
     if not pods:
         return t["wl_none_pending"]
     reasons: Counter[str] = Counter()
@@ -420,7 +426,7 @@ def _pending_summary(cluster: ClusterFacts, lang: Lang) -> str:
 
 
 def _pool_questions(
-    pool_name: str, rule_id: str, cluster: ClusterFacts, lang: Lang, settings: Settings
+    pool_name: str, cluster: ClusterFacts, scope: _ScopeIndex, lang: Lang, settings: Settings
 ) -> Questions:
     t = _T[lang]
     pool = cluster.pools[pool_name]
@@ -428,7 +434,9 @@ def _pool_questions(
     ready = sum(1 for n in members if n.ready == "True")
     alloc = sum(n.gpu.allocatable for n in members if n.gpu)
     expected = sum(n.gpu.expected for n in members if n.gpu)
-    scope_text = t["scope_pool"].format(n=len(members), size=len(pool.nodes), pool=pool_name)
+    scope_text = t["scope_pool_findings"].format(
+        n=len(scope.troubled_nodes.get(pool_name, ())), size=len(pool.nodes), pool=pool_name
+    )
     if len(pool.driver_versions) > 1:
         drivers = ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
         scope_text += t["scope_drivers"].format(drivers=drivers)
@@ -473,7 +481,7 @@ def _diagnosis(
     if node is not None:
         questions = _node_questions(node, spec.id, cluster, scope, lang, settings)
     elif spec.scope == "pool" and pool:
-        questions = _pool_questions(pool, spec.id, cluster, lang, settings)
+        questions = _pool_questions(pool, cluster, scope, lang, settings)
     else:
         questions = _cluster_questions(cluster, lang)
     evidence = list(found.evidence)

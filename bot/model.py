@@ -102,6 +102,14 @@ class PodFacts(_Frozen):
     gpu_request: int
     restarts: int
     waiting_reason: str | None
+    failing_container: str | None
+    """The first container (init containers first) that is waiting or last failed."""
+    last_exit_code: int | None
+    last_reason: str | None
+    """Why that container last terminated (`Error`, `OOMKilled`, ...)."""
+    last_message: str | None
+    last_restart_s: int | None
+    """Seconds since that container last terminated: recent restarts vs old history."""
     failing: bool
     terminating: bool
     finalizers: list[str]
@@ -110,6 +118,9 @@ class PodFacts(_Frozen):
     mirror: bool
     daemonset: bool
     age_s: int
+    must_leave: bool
+    """A drain still has to see it gone: not a DaemonSet or mirror pod, and either not
+    finished or finished but held by finalizers (kubectl drain waits for those too)."""
 
 
 class ComponentFacts(_Frozen):
@@ -118,8 +129,12 @@ class ComponentFacts(_Frozen):
     name: str
     pod: str | None
     present: bool
+    phase: str | None
     failing: bool
     waiting_reason: str | None
+    failing_container: str | None
+    last_reason: str | None
+    last_restart_s: int | None
     restarts: int
     deploy_label: bool | None
     """`nvidia.com/gpu.deploy.<component>` on the node: False means removed on purpose."""
@@ -222,6 +237,12 @@ class PoolFacts(_Frozen):
     nodes: list[str]
     gpu_pool: bool
     driver_versions: dict[str, int]
+    upgrade_states: dict[str, int]
+    """Nodes per `nvidia.com/gpu-driver-upgrade-state` (absent label: not counted)."""
+    gpu_present: int
+    """Nodes labelled `nvidia.com/gpu.present=true`."""
+    deploy_labelled: int
+    """Nodes carrying any `nvidia.com/gpu.deploy.*` label (the GPU Operator manages them)."""
 
 
 class ClusterFacts(_Frozen):

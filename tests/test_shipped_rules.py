@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app import run_rule_test, test_files
+from bot.app import rule_test_files, run_rule_test
 from bot.config import Settings
 from bot.rules.loading import load_rules
 from bot.rules.schema import Rule, Text, TextList
@@ -91,7 +91,7 @@ RULESET = load_rules([RULES])
 
 def _cases() -> list[tuple[str, RuleTest, str, Path]]:
     cases = []
-    for file in test_files(RULES):
+    for file in rule_test_files(RULES):
         parsed, where = load_test_file(file)
         cases += [
             (f"{file.name}::{t.name}", t, where(i), file.parent) for i, t in enumerate(parsed.tests)

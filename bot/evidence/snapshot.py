@@ -180,10 +180,28 @@ def _pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
         None,
     )
     restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+    troubled = next(
+        (
+            s
+            for s in statuses
+            if (s.get("state") or {}).get("waiting")
+            or ((s.get("state") or {}).get("terminated") or {}).get("exitCode") not in (None, 0)
+        ),
+        None,
+    ) or next((s for s in statuses if (s.get("lastState") or {}).get("terminated")), None)
+    last: Obj = {}
+    if troubled is not None:
+        state = troubled.get("state") or {}
+        last = (troubled.get("lastState") or {}).get("terminated") or state.get("terminated") or {}
     phase = str(status.get("phase") or "Pending")
     controller = controller_of(pod)
     annotations = meta(pod).get("annotations") or {}
     failing = phase == "Failed" or waiting in _FAILING_WAIT_REASONS
+    terminating = meta(pod).get("deletionTimestamp") is not None
+    finalizers = [str(f) for f in meta(pod).get("finalizers") or []]
+    daemonset = bool(controller and controller[0] == "DaemonSet")
+    mirror = "kubernetes.io/config.mirror" in annotations
+    finished = phase in ("Succeeded", "Failed")
     return PodFacts(
         name=name_of(pod),
         namespace=namespace_of(pod),
@@ -194,14 +212,22 @@ def _pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
         gpu_request=pod_requests(pod).get(settings.gpu_resource, 0),
         restarts=restarts,
         waiting_reason=waiting,
+        failing_container=str(troubled["name"]) if troubled and troubled.get("name") else None,
+        last_exit_code=int(last["exitCode"]) if "exitCode" in last else None,
+        last_reason=last.get("reason"),
+        last_message=(str(last["message"]).strip()[:300] or None) if last.get("message") else None,
+        last_restart_s=_age(now, parse_time(last.get("finishedAt"))),
         failing=failing,
-        terminating=meta(pod).get("deletionTimestamp") is not None,
-        finalizers=[str(f) for f in meta(pod).get("finalizers") or []],
+        terminating=terminating,
+        finalizers=finalizers,
         grace_period_s=int(spec.get("terminationGracePeriodSeconds") or 30),
         emptydir=any("emptyDir" in (v or {}) for v in spec.get("volumes") or []),
-        mirror="kubernetes.io/config.mirror" in annotations,
-        daemonset=bool(controller and controller[0] == "DaemonSet"),
+        mirror=mirror,
+        daemonset=daemonset,
         age_s=_age(now, parse_time(meta(pod).get("creationTimestamp"))) or 0,
+        must_leave=not daemonset
+        and not mirror
+        and (not finished or (terminating and bool(finalizers))),
     )
 
 
@@ -288,10 +314,11 @@ def _blockers(
             )
         )
     for pod, facts in node_pods:
-        if facts.daemonset or facts.mirror or facts.phase in ("Succeeded", "Failed"):
+        if not facts.must_leave:
             continue
         ns = facts.namespace
-        for pdb in _blocking_pdbs(pod, index):
+        # A pod already being deleted no longer needs an eviction: its PDB is not in the way.
+        for pdb in [] if facts.terminating else _blocking_pdbs(pod, index):
             status = pdb.get("status") or {}
             blockers.append(
                 Blocker(
@@ -333,7 +360,10 @@ def _blockers(
                     kind="finalizer",
                     pod=facts.name,
                     namespace=ns,
-                    detail=f"Terminating, held by finalizers {', '.join(facts.finalizers)}",
+                    detail=(
+                        f"Terminating (phase {facts.phase}), held by finalizers "
+                        + ", ".join(facts.finalizers)
+                    ),
                 )
             )
         elif facts.terminating and deleted_at is not None and deleted_at < now:
@@ -395,8 +425,12 @@ def _components(pods: list[PodFacts], deploy: Mapping[str, bool]) -> dict[str, C
             name=component,
             pod=pod.name if pod else None,
             present=pod is not None,
+            phase=pod.phase if pod else None,
             failing=bool(pod and pod.failing),
             waiting_reason=pod.waiting_reason if pod else None,
+            failing_container=pod.failing_container if pod else None,
+            last_reason=pod.last_reason if pod else None,
+            last_restart_s=pod.last_restart_s if pod else None,
             restarts=pod.restarts if pod else 0,
             deploy_label=deploy.get(deploy_key),
         )
@@ -500,11 +534,7 @@ def _node_facts(
     mig_state = labels.get("nvidia.com/mig.config.state")
     upgrade_state = labels.get("nvidia.com/gpu-driver-upgrade-state")
     ready = conditions.get("Ready", "Unknown")
-    evictable = [
-        p
-        for p in pods
-        if not p.daemonset and not p.mirror and p.phase not in ("Succeeded", "Failed")
-    ]
+    evictable = [p for p in pods if p.must_leave]
     cordoned_for = _age(now, cordoned_at)
     after_cordon = (
         [f"{p.namespace}/{p.name}" for p in evictable if p.age_s < cordoned_for]
@@ -690,7 +720,8 @@ def _pending_pods(
         if "nvidia.com/" not in message:
             continue
         involved = event.get("involvedObject") or {}
-        when = event_time(event)
+        # A controller retries for as long as the quota is full: pending since the first try.
+        when = parse_time(event.get("firstTimestamp")) or event_time(event)
         pending.append(
             PendingPod(
                 name=f"{involved.get('name', '')}-*",
@@ -747,6 +778,9 @@ def collect_facts(
             nodes=sorted(f.name for f in members),
             gpu_pool=pool in gpu_pools,
             driver_versions=dict(Counter(f.driver_version for f in members if f.driver_version)),
+            upgrade_states=dict(Counter(f.upgrade_state for f in members if f.upgrade_state)),
+            gpu_present=sum(1 for f in members if f.gpu and f.gpu.present_label),
+            deploy_labelled=sum(1 for f in members if f.deploy_labels),
         )
         for pool, members in pools.items()
     }

@@ -12,12 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import cel_expr_python.cel as _cel
+from cel_expr_python.ext.ext_strings import ExtStrings
 
 from bot.errors import RuleError
 
 VARIABLES = ("node", "alerts", "xids", "pool", "cluster", "settings", "findings")
 
-_ENV = _cel.NewEnv(variables={name: _cel.Type.DYN for name in VARIABLES})
+# The strings extension (join, split, upperAscii, ...) is the one Kubernetes enables too.
+_ENV = _cel.NewEnv(variables={name: _cel.Type.DYN for name in VARIABLES}, extensions=[ExtStrings()])
 
 
 class EvaluationError(Exception):

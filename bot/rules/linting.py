@@ -34,6 +34,11 @@ def _reference_node() -> NodeFacts:
         gpu_request=1,
         restarts=1,
         waiting_reason="CrashLoopBackOff",
+        failing_container="main",
+        last_exit_code=1,
+        last_reason="Error",
+        last_message="m",
+        last_restart_s=1,
         failing=True,
         terminating=False,
         finalizers=[],
@@ -42,13 +47,18 @@ def _reference_node() -> NodeFacts:
         mirror=False,
         daemonset=False,
         age_s=60,
+        must_leave=True,
     )
     component = ComponentFacts(
         name="nvidia-device-plugin-daemonset",
         pod="p",
         present=True,
+        phase="Running",
         failing=True,
         waiting_reason="CrashLoopBackOff",
+        failing_container="main",
+        last_reason="Error",
+        last_restart_s=1,
         restarts=9,
         deploy_label=True,
     )
@@ -100,7 +110,15 @@ def reference_context(rule: CompiledRule, settings: Settings) -> dict[str, Any]:
     facts = node.model_dump(mode="json")
     facts["stage"] = "steady"
     facts["gpu"]["expected"] = 8
-    pool = PoolFacts(name="pool", nodes=["ref"], gpu_pool=True, driver_versions={"1": 1})
+    pool = PoolFacts(
+        name="pool",
+        nodes=["ref"],
+        gpu_pool=True,
+        driver_versions={"1": 1},
+        upgrade_states={"upgrade-done": 1},
+        gpu_present=1,
+        deploy_labelled=1,
+    )
     pending = PendingPod(
         name="p",
         namespace="n",

@@ -190,7 +190,7 @@ def node(
             "addresses": [
                 {
                     "type": "InternalIP",
-                    "address": f"10.0.{len(name)}.{sum(name.encode()) % 250 + 2}",
+                    "address": node_ip(name),
                 },
                 {"type": "Hostname", "address": name},
             ],
@@ -222,12 +222,25 @@ def owner(kind: str, name: str, api_version: str = "apps/v1") -> Json:
     }
 
 
-def _container_status(name: str, image: str, started: datetime, restarts: int = 0) -> Json:
+def node_ip(node_name: str) -> str:
+    digest = hashlib.sha256(node_name.encode()).digest()
+    return f"10.0.{digest[0]}.{digest[1] % 250 + 2}"
+
+
+def _pod_ip(namespace: str, name: str) -> str:
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).digest()
+    return f"10.{digest[0] % 64 + 128}.{digest[1]}.{digest[2] % 250 + 2}"
+
+
+def _container_status(
+    name: str, image: str, started: datetime, restarts: int = 0, pod: str = ""
+) -> Json:
     return {
         "name": name,
         "image": image,
         "imageID": f"{image.split(':')[0]}@sha256:{hashlib.sha256(image.encode()).hexdigest()}",
-        "containerID": f"containerd://{hashlib.sha256((name + ts(started)).encode()).hexdigest()}",
+        "containerID": "containerd://"
+        + hashlib.sha256(f"{pod}/{name}/{ts(started)}".encode()).hexdigest(),
         "ready": True,
         "started": True,
         "restartCount": restarts,
@@ -252,6 +265,8 @@ def pod(
     tolerations: list[Json] | None = None,
     generate_name: str | None = None,
     init_containers: list[str] | None = None,
+    restart_policy: str = "Always",
+    host_ip: str = "10.0.1.10",
 ) -> Json:
     created = now - age
     container: Json = {
@@ -297,7 +312,7 @@ def pod(
         "enableServiceLinks": True,
         "preemptionPolicy": "PreemptLowerPriority",
         "priority": 0,
-        "restartPolicy": "Always",
+        "restartPolicy": restart_policy,
         "schedulerName": "default-scheduler",
         "securityContext": {},
         "serviceAccountName": "default",
@@ -340,10 +355,12 @@ def pod(
                     "PodScheduled",
                 )
             ],
-            "hostIP": "10.0.1.10",
-            "podIP": f"10.244.{len(namespace)}.{len(name)}",
+            "hostIP": host_ip,
+            "podIP": _pod_ip(namespace, name),
             "startTime": ts(created + timedelta(seconds=2)),
-            "containerStatuses": [_container_status("main", image, started)],
+            "containerStatuses": [
+                _container_status("main", image, started, pod=f"{namespace}/{name}")
+            ],
             "qosClass": "BestEffort" if not gpus else "Burstable",
         }
         if init_containers:
@@ -414,6 +431,7 @@ def operator_pods(node_name: str, now: datetime, age: timedelta = timedelta(days
                 image=f"nvcr.io/nvidia/{ds}:v24.3.0",
                 age=age - timedelta(minutes=2),
                 tolerations=_DS_TOLERATIONS,
+                host_ip=node_ip(node_name),
                 generate_name=f"{ds}-",
                 init_containers=(
                     [

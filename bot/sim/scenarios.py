@@ -46,6 +46,8 @@ def healthy_cluster(
                 age=timedelta(hours=20),
                 grace=120,
                 generate_name=f"{job}-worker-",
+                restart_policy="OnFailure",
+                host_ip=objects.node_ip(name),
             )
         )
         for extra in range(max(0, pods_per_node - 1)):
@@ -59,6 +61,7 @@ def healthy_cluster(
                     owner_ref=objects.owner("ReplicaSet", f"metrics-agent-{extra}"),
                     age=timedelta(days=5),
                     generate_name=f"metrics-agent-{name}-",
+                    host_ip=objects.node_ip(name),
                 )
             )
     for job_index in range(jobs):
