@@ -69,7 +69,8 @@ def render_panel(d: Diagnosis) -> Panel:
     labels = _LABELS[d.lang]
     body = Table.grid(padding=(0, 1))
     body.add_column(style="bold", no_wrap=True)
-    body.add_column()
+    # fold, never ellipsis: a runbook step cut short at 3 a.m. is worse than a long panel
+    body.add_column(overflow="fold")
     body.add_row(labels["stage"], d.stage.value)
     body.add_row("", d.summary)
     for key in ("registered", "gpu_visible", "workloads", "scope"):

@@ -301,14 +301,16 @@ def _blockers(
     node_pods: list[tuple[Obj, PodFacts]], index: _Index, now: datetime, settings: Settings
 ) -> list[Blocker]:
     blockers: list[Blocker] = []
-    daemonset_pods = [facts.name for _, facts in node_pods if facts.daemonset]
+    daemonset_pods = [facts for _, facts in node_pods if facts.daemonset]
     if daemonset_pods:
-        shown = ", ".join(daemonset_pods[:3]) + (" …" if len(daemonset_pods) > 3 else "")
+        names = [p.name for p in daemonset_pods]
+        shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
+        namespaces = {p.namespace for p in daemonset_pods}
         blockers.append(
             Blocker(
                 kind="daemonset",
                 pod=shown,
-                namespace="*",
+                namespace=namespaces.pop() if len(namespaces) == 1 else "*",
                 detail=f"{len(daemonset_pods)} DaemonSet pod(s) stay on the node",
                 bypass_flag="--ignore-daemonsets",
             )
