@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.diagnose import infer_stage, node_context
+from bot.diagnose import infer_stage
 from bot.evidence.snapshot import collect_facts, parse_snapshot
 from bot.model import Lang, Signal
+from bot.rules.contexts import node_context
 from bot.rules.loading import load_rules
 from bot.rules.matching import match
 from bot.sim.scenarios import FIXTURE_NOW, healthy_cluster
@@ -78,7 +79,7 @@ def main() -> None:
     for signal in signals:
         node = facts.nodes[signal.node or ""]
         stage = infer_stage(node, settings)
-        context = node_context(node, stage, [signal], rules, facts, settings, Lang.EN)
+        context = node_context(node, stage, [signal], rules.xid_catalog, facts, settings, Lang.EN)
         contexts.append((context, stage))
         fired += len(match(node_rules, context, node.name, stage).matches)
     ours_full = len(signals) / (time.perf_counter() - start)

@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.config import Settings
 from bot.errors import RuleError
 from bot.model import (
     Action,
-    Blocker,
     ClusterFacts,
     Diagnosis,
     Lang,
@@ -27,9 +25,9 @@ from bot.model import (
     Signal,
     Stage,
 )
+from bot.rules.contexts import cluster_context, node_context, pool_context
 from bot.rules.loading import RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
-from bot.rules.xids import describe_xids
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
 
@@ -37,9 +35,9 @@ _MIG_IN_PROGRESS = {"pending", "rebooting"}
 def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
     """The runbook's step 1, from labels, taints, events and age; most specific first."""
     limits = settings.thresholds
-    if node.mig_state in _MIG_IN_PROGRESS or (
-        node.mig_config and node.deploy_labels.get("device-plugin") is False
-    ):
+    # mig-manager also switches the gpu.deploy.* labels off while it works, but those labels
+    # alone can mean a standalone device plugin: only the config state says "reconfiguring".
+    if node.mig_state in _MIG_IN_PROGRESS:
         return Stage.MIG
     if node.upgrade_state and node.upgrade_state != "upgrade-done":
         return Stage.UPGRADE
@@ -52,45 +50,6 @@ def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
     if node.age_s is not None and node.age_s < limits.join_window_s:
         return Stage.JOIN
     return Stage.STEADY
-
-
-def _settings_context(settings: Settings) -> dict[str, Any]:
-    return {**settings.thresholds.model_dump(), "gpu_resource": settings.gpu_resource}
-
-
-def _alert_context(signal: Signal) -> dict[str, Any]:
-    return {
-        "name": signal.name,
-        "status": signal.status,
-        "gpu": signal.gpu or "",
-        "labels": signal.labels,
-        "annotations": signal.annotations,
-    }
-
-
-def node_context(
-    node: NodeFacts,
-    stage: Stage,
-    alerts: list[Signal],
-    rules: RuleSet,
-    cluster: ClusterFacts,
-    settings: Settings,
-    lang: Lang,
-    findings: list[str] | None = None,
-) -> dict[str, Any]:
-    facts = node.model_dump(mode="json")
-    facts["stage"] = stage.value
-    if node.gpu is not None:
-        facts["gpu"]["expected"] = node.gpu.expected
-    pool = cluster.pools.get(node.pool or "")
-    return {
-        "node": facts,
-        "alerts": [_alert_context(a) for a in alerts],
-        "xids": describe_xids(node.xids, rules.xid_catalog, lang),
-        "pool": pool.model_dump(mode="json") if pool else {},
-        "settings": _settings_context(settings),
-        "findings": findings or [],
-    }
 
 
 @dataclass
@@ -123,7 +82,7 @@ def diagnose(
         stage = infer_stage(node, settings)
         stages[name] = stage
         alerts = alerts_by_node.get(name, [])
-        context = node_context(node, stage, alerts, rules, cluster, settings, lang)
+        context = node_context(node, stage, alerts, rules.xid_catalog, cluster, settings, lang)
         found = _collect(match(node_rules, context, name, stage), result)
         findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
         if findings and later_rules:
@@ -203,15 +162,9 @@ def _pool_pass(
         pool = cluster.pools[name]
         member_stages = Counter(stages[n] for n in pool.nodes if n in stages)
         stage = member_stages.most_common(1)[0][0] if member_stages else Stage.STEADY
-        context = {
-            "pool": {
-                **pool.model_dump(mode="json"),
-                "size": len(pool.nodes),
-                "findings": dict(findings.get(name, {})),
-                "widespread": widespread.get(name, []),
-            },
-            "settings": _settings_context(settings),
-        }
+        context = pool_context(
+            pool, findings.get(name, Counter()), widespread.get(name, []), settings
+        )
         found_all += _collect(match(pool_rules, context, name, stage), result)
     return found_all
 
@@ -220,14 +173,7 @@ def _cluster_pass(
     cluster: ClusterFacts, rules: RuleSet, settings: Settings, result: DiagnoseResult
 ) -> list[RuleMatch]:
     cluster_rules = [r for r in rules.rules if r.spec.scope == "cluster"]
-    context = {
-        "cluster": {
-            "pending_pods": [p.model_dump(mode="json") for p in cluster.pending_pods],
-            "offered_resources": cluster.offered_resources,
-            "nodes": len(cluster.nodes),
-        },
-        "settings": _settings_context(settings),
-    }
+    context = cluster_context(cluster, settings)
     found_all: list[RuleMatch] = []
     for rule in cluster_rules:
         stage = rule.spec.stage or Stage.STEADY
@@ -461,10 +407,6 @@ def _cluster_questions(cluster: ClusterFacts, lang: Lang) -> Questions:
     )
 
 
-def _blocker(raw: dict[str, Any]) -> Blocker:
-    return Blocker.model_validate(raw)
-
-
 def _diagnosis(
     found: RuleMatch,
     node: NodeFacts | None,
@@ -515,7 +457,7 @@ def _diagnosis(
         check_first=spec.check_first(lang),
         questions=questions,
         evidence=evidence,
-        blockers=[_blocker(b) for b in found.blockers],
+        blockers=found.blockers,
         runbook=[
             RunbookStep(
                 text=step.text(lang),

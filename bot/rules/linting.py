@@ -4,23 +4,30 @@ is caught at lint time instead of at 3 a.m. on the first node that reaches it.""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import Settings
 from bot.errors import RuleError
 from bot.model import (
     Blocker,
+    ClusterFacts,
     ComponentFacts,
     GpuFacts,
+    Lang,
     NodeFacts,
     PendingPod,
     PodFacts,
     PoolFacts,
     SchedulingReason,
+    Signal,
+    Stage,
     XidFacts,
 )
 from bot.rules.cel import Activation, EvaluationError, Expression
+from bot.rules.contexts import cluster_context, node_context, pool_context
 from bot.rules.loading import CompiledRule, RuleSet
+from bot.rules.matching import to_blockers
 
 
 def _reference_node() -> NodeFacts:
@@ -104,12 +111,9 @@ def _reference_node() -> NodeFacts:
     )
 
 
-def reference_context(rule: CompiledRule, settings: Settings) -> dict[str, Any]:
-    thresholds = {**settings.thresholds.model_dump(), "gpu_resource": settings.gpu_resource}
+def reference_context(ruleset: RuleSet, settings: Settings) -> dict[str, Any]:
+    """Every variable of every scope at once, built by the same code diagnosis uses."""
     node = _reference_node()
-    facts = node.model_dump(mode="json")
-    facts["stage"] = "steady"
-    facts["gpu"]["expected"] = 8
     pool = PoolFacts(
         name="pool",
         nodes=["ref"],
@@ -130,44 +134,27 @@ def reference_context(rule: CompiledRule, settings: Settings) -> dict[str, Any]:
         unoffered_resources=["nvidia.com/gpus"],
         evicted_from="ref",
     )
+    cluster = ClusterFacts(
+        observed_at=datetime(2026, 1, 1, tzinfo=UTC),
+        nodes={"ref": node},
+        pools={"pool": pool},
+        pending_pods=[pending],
+        offered_resources=["nvidia.com/gpu"],
+    )
+    alert = Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        node="ref",
+        gpu="0",
+        labels={"alertname": "GPUXidError", "xid": "79"},
+        fingerprint="f",
+    )
     return {
-        "node": facts,
-        "alerts": [
-            {
-                "name": "GPUXidError",
-                "status": "firing",
-                "gpu": "0",
-                "labels": {"alertname": "GPUXidError", "xid": "79"},
-                "annotations": {},
-            }
-        ],
-        "xids": [
-            {
-                "code": 79,
-                "gpu": "0",
-                "source": "s",
-                "meaning": "m",
-                "action": "a",
-                "proposal": "drain",
-                "severity": "critical",
-                "fatal": True,
-                "marks_unhealthy": True,
-                "known": True,
-            }
-        ],
-        "pool": {
-            **pool.model_dump(mode="json"),
-            "size": 1,
-            "findings": {"r": 1},
-            "widespread": ["r"],
-        },
-        "cluster": {
-            "pending_pods": [pending.model_dump(mode="json")],
-            "offered_resources": ["nvidia.com/gpu"],
-            "nodes": 1,
-        },
-        "settings": thresholds,
-        "findings": ["r"],
+        **node_context(
+            node, Stage.STEADY, [alert], ruleset.xid_catalog, cluster, settings, Lang.EN, ["r"]
+        ),
+        **pool_context(pool, {"r": 1}, ["r"], settings),
+        **cluster_context(cluster, settings),
     }
 
 
@@ -185,11 +172,13 @@ def _expressions(rule: CompiledRule) -> list[tuple[str, Expression]]:
 
 def lint_rules(ruleset: RuleSet, settings: Settings) -> list[RuleError]:
     problems = []
+    activation = Activation(reference_context(ruleset, settings))
     for rule in ruleset.rules:
-        activation = Activation(reference_context(rule, settings))
         for name, expression in _expressions(rule):
             try:
-                expression.evaluate(activation)
+                value = expression.evaluate(activation)
+                if expression is rule.blockers:
+                    to_blockers(value)
             except EvaluationError as exc:
                 problems.append(RuleError(rule.where, f"{name}: {exc}", rule.id))
     return problems

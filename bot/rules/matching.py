@@ -10,8 +10,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.errors import RuleError
-from bot.model import Action, Severity, Stage
+from bot.model import Action, Blocker, Severity, Stage
 from bot.rules.cel import Activation, EvaluationError, Expression
 from bot.rules.loading import CompiledRule
 
@@ -24,7 +26,7 @@ class RuleMatch:
     severity: Severity
     actions: list[tuple[Action, bool]]
     evidence: list[str]
-    blockers: list[dict[str, Any]]
+    blockers: list[Blocker]
     expected: bool
 
 
@@ -48,6 +50,18 @@ def _strings(expression: Expression, activation: Activation) -> list[str]:
     return [str(value)] if value not in (None, "") else []
 
 
+def to_blockers(value: Any) -> list[Blocker]:
+    """A `blockers` expression's result, which must be a list of blocker maps."""
+    if not isinstance(value, list):
+        raise EvaluationError(f"blockers: expected a list, got {type(value).__name__}")
+    try:
+        return [Blocker.model_validate(item) for item in value]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise EvaluationError(f"blockers: {where}: {first['msg']}") from exc
+
+
 def evaluate(
     rule: CompiledRule, activation: Activation, subject: str | None, stage: Stage
 ) -> RuleMatch | None:
@@ -68,9 +82,7 @@ def evaluate(
             if proposal_when is None or _boolean(proposal_when, activation):
                 actions.append((Action(action), force))
     evidence = [line for e in rule.evidence for line in _strings(e, activation)]
-    blockers = rule.blockers.evaluate(activation) if rule.blockers else []
-    if not isinstance(blockers, list):
-        raise EvaluationError("blockers: expected a list")
+    blockers = to_blockers(rule.blockers.evaluate(activation)) if rule.blockers else []
     return RuleMatch(
         rule=rule,
         subject=subject,
