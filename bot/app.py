@@ -12,7 +12,13 @@ from pathlib import Path
 
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
-from bot.evidence.snapshot import Snapshot, collect_facts, parse_snapshot
+from bot.errors import InputError
+from bot.evidence.snapshot import (
+    Snapshot,
+    collect_facts,
+    parse_snapshot,
+    resolve_signal_nodes,
+)
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
 from bot.rules.testing import (
@@ -42,6 +48,7 @@ def diagnose_snapshot(
     now: datetime,
     lang: Lang | None = None,
 ) -> DiagnoseResult:
+    signals = resolve_signal_nodes(snapshot, signals)
     facts = collect_facts(snapshot, signals, settings, now)
     return diagnose(facts, signals, rules, settings, lang)
 
@@ -82,8 +89,12 @@ def build_case(test: RuleTest, base_dir: Path, settings: Settings) -> tuple[Snap
 def run_rule_test(
     test: RuleTest, where: str, base_dir: Path, rules: RuleSet, settings: Settings
 ) -> TestOutcome:
-    snapshot, signals = build_case(test, base_dir, settings)
-    result = diagnose_snapshot(snapshot, signals, rules, settings, test.now, test.lang)
+    try:
+        snapshot, signals = build_case(test, base_dir, settings)
+        result = diagnose_snapshot(snapshot, signals, rules, settings, test.now, test.lang)
+    except InputError as exc:
+        # Name the test, not the base snapshot its edits broke.
+        raise InputError(where, f"{test.name}: {exc}") from exc
     failures = [f"rule error: {e}" for e in result.errors]
     failures += check(test, result.diagnoses)
     return TestOutcome(test.name, where, failures, result.diagnoses)

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from bot import app as pipeline
 from bot.chat.console import print_diagnoses, render_markdown
@@ -67,9 +69,10 @@ LangOption = Annotated[Lang | None, typer.Option("--lang", help="Language of the
 def _settings(config: Path | None) -> Settings:
     try:
         return load_settings(config)
-    except Exception as exc:  # pydantic / YAML errors: one line, exit 2
-        first = str(exc).splitlines()
-        raise InputError(str(config or "settings"), " ".join(first[:3])) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise InputError(str(config or "GPUBOT_* environment"), f"{field}: {first['msg']}") from exc
 
 
 def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
@@ -205,7 +208,7 @@ def demo(
     language = lang or settings.lang
     console = Console()
     for scenario in pipeline.demo_scenarios(settings):
-        console.rule(f"[bold]{scenario.name}")
+        console.rule(Text(scenario.name, style="bold"))
         outcome = pipeline.run_rule_test(
             scenario.test.model_copy(update={"lang": language}),
             scenario.where,

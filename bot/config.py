@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
@@ -16,6 +17,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from bot.errors import InputError
 from bot.model import Lang
 
 
@@ -42,6 +44,8 @@ class Thresholds(BaseModel):
     rejoin_window_s: int = 3600
     drain_stuck_after_s: int = 15 * 60
     crashloop_restarts: int = 5
+    crashloop_window_s: int = 3600
+    """Restarts count as still rising only if the last one ended this recently."""
     pending_after_s: int = 5 * 60
     long_grace_s: int = 300
     flap_window_s: int = 6 * 3600
@@ -90,6 +94,14 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     """Settings from a YAML file (if given) under `GPUBOT_*` env vars and explicit overrides."""
     if path is None:
         return Settings(**overrides)
+    if not path.is_file():
+        raise InputError(str(path), "no such settings file")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(str(path), f"invalid YAML: {exc}".splitlines()[0]) from exc
+    if raw is not None and not isinstance(raw, dict):
+        raise InputError(str(path), "expected a mapping of settings")
 
     class FileSettings(Settings):
         model_config = SettingsConfigDict(yaml_file=path)

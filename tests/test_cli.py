@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -177,3 +178,113 @@ def test_demo_replays_scenarios() -> None:
     done = gpubot("demo")
     assert done.returncode == 0, done.stderr
     assert "Node Ready but nvidia.com/gpu capacity is zero" in done.stdout
+
+
+def _write_json(tmp_path: Path, name: str, data: object) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (lambda node: node["status"].update(conditions="x"), "Node gpu-a1: it or one of its"),
+        (lambda node: node["spec"].update(taints=[1], unschedulable=True), "unexpected shape"),
+    ],
+)
+def test_valid_json_of_the_wrong_shape_exits_2_naming_the_node(
+    tmp_path: Path, mutate: Any, fragment: str
+) -> None:
+    data = json.loads(HEALTHY.read_text())
+    mutate(next(i for i in data["items"] if i["metadata"]["name"] == "gpu-a1"))
+    done = gpubot("diagnose", "--snapshot", str(_write_json(tmp_path, "s.json", data)))
+    assert done.returncode == 2 and fragment in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("alert", "fragment"),
+    [
+        ({"endsAt": "garbage"}, "field alerts.0.endsAt"),
+        ({"labels": {"alertname": "x", "n": 3}}, "field alerts.0.labels.n"),
+    ],
+)
+def test_bad_alert_fields_exit_2(tmp_path: Path, alert: dict[str, object], fragment: str) -> None:
+    payload = {
+        "status": "firing",
+        "alerts": [{"status": "firing", "labels": {"alertname": "x"}, **alert}],
+    }
+    path = _write_json(tmp_path, "a.json", payload)
+    done = gpubot("diagnose", "--snapshot", str(HEALTHY), "--alerts", str(path))
+    assert done.returncode == 2 and fragment in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such settings file"),
+        ("- a\n", "expected a mapping of settings"),
+        ("thresholds:\n  drain_stuck_after_s: soon\n", "thresholds.drain_stuck_after_s:"),
+        ("langauge: zh\n", "langauge: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_settings_file_exits_2(tmp_path: Path, content: str | None, message: str) -> None:
+    path = tmp_path / "gpubot.yaml"
+    if content is not None:
+        path.write_text(content)
+    done = gpubot("diagnose", "--snapshot", str(HEALTHY), "--config", str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {path}: ") and message in done.stderr
+
+
+def test_square_brackets_from_the_cluster_are_shown_not_parsed_as_markup(tmp_path: Path) -> None:
+    data = json.loads(HEALTHY.read_text())
+    node = next(i for i in data["items"] if i["metadata"]["name"] == "gpu-a1")
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    ready.update(
+        status="False", reason="KubeletNotReady", message="PLEG is not healthy [/x] [bold red]"
+    )
+    done = gpubot(
+        "diagnose", "--snapshot", str(_write_json(tmp_path, "s.json", data)), "--now", NOW
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[bold red]" in done.stdout.replace("\n", "")
+
+
+def _rule_test_dir(tmp_path: Path, test_yaml: str) -> Path:
+    tests_dir = tmp_path / "tests"
+    (tests_dir / "snapshots").mkdir(parents=True)
+    (tests_dir / "snapshots" / "healthy.json").write_text(HEALTHY.read_text())
+    (tmp_path / "gpu-stack.yaml").write_text((RULES / "gpu-stack.yaml").read_text())
+    (tests_dir / "t.yaml").write_text(test_yaml)
+    return tests_dir / "t.yaml"
+
+
+@pytest.mark.parametrize(
+    ("edit", "now", "message"),
+    [
+        (
+            "{kind: Node, name: nope, merge: {spec: {}}}",
+            NOW,
+            "t.yaml:2: broken: edits: no Node nope",
+        ),
+        ("{kind: Node, name: gpu-a1}", NOW, "give exactly one of merge, delete, add"),
+        ("{merge: {spec: {}}}", NOW, "merge and delete need kind and name"),
+        (
+            "{kind: Node, name: gpu-a1, delete: true}",
+            "2026-12-02T03:00:00",
+            "now: Input should have timezone",
+        ),
+    ],
+)
+def test_bad_rule_test_input_exits_2_naming_the_test(
+    tmp_path: Path, edit: str, now: str, message: str
+) -> None:
+    path = _rule_test_dir(
+        tmp_path,
+        f"tests:\n  - name: broken\n    now: '{now}'\n    snapshot: snapshots/healthy.json\n"
+        f"    edits:\n      - {edit}\n    expect: []\n",
+    )
+    done = gpubot("rules", "test", str(path))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr

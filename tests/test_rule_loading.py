@@ -136,3 +136,26 @@ def test_a_condition_that_is_not_boolean_is_an_error(
     result = diagnose(facts_of(edited()), [], ruleset, settings)
     assert result.diagnoses == []
     assert "expected true or false" in str(result.errors[0])
+
+
+def test_blockers_of_the_wrong_shape_are_a_rule_error_and_a_lint_problem(
+    tmp_path: Path,
+    settings: Settings,
+    edited: Callable[..., Snapshot],
+    facts_of: Callable[..., ClusterFacts],
+) -> None:
+    weird = {**GOOD, "id": "weird-blockers", "blockers": '[{"kind": "weird"}]'}
+    ruleset = load_rules([_write(tmp_path / "r.yaml", [weird, GOOD])])
+    [problem] = lint_rules(ruleset, settings)
+    assert "weird-blockers" in str(problem)
+    assert "blockers: item 0: kind: Input should be" in str(problem)
+    snapshot = edited(
+        {
+            "kind": "Node",
+            "name": "gpu-a2",
+            "merge": {"status": {"allocatable": {"nvidia.com/gpu": "0"}}},
+        }
+    )
+    result = diagnose(facts_of(snapshot), [], ruleset, settings)
+    assert [d.rule for d in result.diagnoses] == ["gpu-capacity-zero"]
+    assert "weird-blockers" in str(result.errors[0])

@@ -158,5 +158,8 @@ def test_xid_table_is_data_covering_domain_codes() -> None:
         assert by_code[code].fatal, f"Xid {code} is fatal for EKS"
     for code in PLUGIN_SKIPS & set(by_code):
         assert not by_code[code].marks_unhealthy, f"the device plugin skips Xid {code}"
-    for entry in catalog.entries:
-        assert CJK.search(entry.meaning.zh) and not CJK.search(entry.meaning.en)
+    texts = [(e.meaning, e.action) for e in catalog.entries]
+    texts.append((catalog.unknown.meaning, catalog.unknown.action))
+    for meaning, action in texts:
+        for text in (meaning, action):
+            assert CJK.search(text.zh) and not CJK.search(text.en), text

@@ -12,6 +12,7 @@ from bot.evidence.snapshot import (
     Snapshot,
     classify_reason,
     load_snapshot,
+    resolve_signal_nodes,
     split_scheduler_message,
 )
 from bot.kubeobjects import int_quantity, selector_matches
@@ -258,3 +259,70 @@ def test_malformed_snapshot_is_an_input_error_naming_the_place(
 
 def test_fixture_parses() -> None:
     assert len(load_snapshot(HEALTHY).nodes) == 5
+
+
+def test_pdb_does_not_block_a_pod_that_is_not_running(edited: Edited, facts_of: Facts) -> None:
+    # The Eviction API checks PDBs only for Running pods.
+    snapshot = edited(
+        CORDON,
+        {
+            "kind": "PodDisruptionBudget",
+            "namespace": "ml",
+            "name": "train-llm-0-pdb",
+            "merge": {"status": {"disruptionsAllowed": 0}},
+        },
+        {
+            "kind": "Pod",
+            "namespace": "ml",
+            "name": "train-llm-0-worker-0",
+            "merge": {"status": {"phase": "Pending"}},
+        },
+    )
+    assert [b for b in facts_of(snapshot).nodes["gpu-a1"].blockers if b.kind == "pdb"] == []
+
+
+def test_grace_period_zero_is_kept(edited: Edited, facts_of: Facts) -> None:
+    snapshot = edited(
+        {
+            "kind": "Pod",
+            "namespace": "ml",
+            "name": "train-llm-0-worker-0",
+            "merge": {"spec": {"terminationGracePeriodSeconds": 0}},
+        }
+    )
+    pod = next(
+        p for p in facts_of(snapshot).nodes["gpu-a1"].pods if p.name == "train-llm-0-worker-0"
+    )
+    assert pod.grace_period_s == 0
+
+
+def test_alert_naming_a_node_by_its_ip_is_resolved_to_the_node(
+    edited: Edited, facts_of: Facts
+) -> None:
+    snapshot = edited()
+    ip = next(
+        a["address"]
+        for n in snapshot.nodes
+        if n["metadata"]["name"] == "gpu-a2"
+        for a in n["status"]["addresses"]
+        if a["type"] == "InternalIP"
+    )
+    signal = Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        node=ip,
+        labels={"instance": f"{ip}:9400", "xid": "48"},
+        fingerprint="f",
+    )
+    [resolved] = resolve_signal_nodes(snapshot, [signal])
+    assert resolved.node == "gpu-a2"
+    facts = facts_of(snapshot, [resolved])
+    assert ip not in facts.nodes and facts.nodes["gpu-a2"].xids[0].code == 48
+
+
+def test_the_fixture_is_what_the_scenario_builder_makes() -> None:
+    import json
+
+    from bot.sim.scenarios import healthy_cluster
+
+    assert json.loads(HEALTHY.read_text()) == healthy_cluster(4)

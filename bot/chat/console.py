@@ -66,19 +66,24 @@ def _proposal_lines(d: Diagnosis, labels: dict[str, str]) -> list[str]:
 
 
 def render_panel(d: Diagnosis) -> Panel:
+    """Every string from the cluster goes in as `Text`: a `[` in a pod message is not markup."""
     labels = _LABELS[d.lang]
     body = Table.grid(padding=(0, 1))
     body.add_column(style="bold", no_wrap=True)
     # fold, never ellipsis: a runbook step cut short at 3 a.m. is worse than a long panel
     body.add_column(overflow="fold")
-    body.add_row(labels["stage"], d.stage.value)
-    body.add_row("", d.summary)
+
+    def row(label: str, value: str | Text) -> None:
+        body.add_row(Text(label), value if isinstance(value, Text) else Text(value))
+
+    row(labels["stage"], d.stage.value)
+    row("", d.summary)
     for key in ("registered", "gpu_visible", "workloads", "scope"):
-        body.add_row(labels[key], getattr(d.questions, key))
+        row(labels[key], getattr(d.questions, key))
     if d.evidence:
-        body.add_row(labels["evidence"], "\n".join(f"• {e}" for e in d.evidence))
+        row(labels["evidence"], "\n".join(f"• {e}" for e in d.evidence))
     if d.blockers:
-        body.add_row(
+        row(
             labels["blockers"],
             "\n".join(
                 f"• {b.kind}: {b.namespace}/{b.pod} — {b.detail}"
@@ -86,18 +91,22 @@ def render_panel(d: Diagnosis) -> Panel:
                 for b in d.blockers
             ),
         )
-    body.add_row(labels["check_first"], d.check_first)
+    row(labels["check_first"], d.check_first)
     steps = Text()
     for number, step in enumerate(d.runbook, 1):
         steps.append(f"{number}. {step.text}\n")
         for command in step.commands:
             steps.append(f"   $ {command}\n", style="green")
-    body.add_row(labels["runbook"], steps)
-    body.add_row(labels["rollback"], d.rollback)
-    body.add_row(labels["proposals"], "\n".join(_proposal_lines(d, labels)))
+    row(labels["runbook"], steps)
+    row(labels["rollback"], d.rollback)
+    row(labels["proposals"], "\n".join(_proposal_lines(d, labels)))
     style = _STYLE[d.severity]
-    title = f"[{style}]{d.severity.value.upper()}[/] {d.title} — {_subject(d)}  [dim]{d.rule}[/]"
-    return Panel(body, title=title, title_align="left", border_style=_STYLE[d.severity])
+    title = Text.assemble(
+        (d.severity.value.upper(), style),
+        f" {d.title} — {_subject(d)}  ",
+        (d.rule, "dim"),
+    )
+    return Panel(body, title=title, title_align="left", border_style=style)
 
 
 def print_diagnoses(diagnoses: list[Diagnosis], console: Console, lang: Lang) -> None:

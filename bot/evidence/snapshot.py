@@ -220,7 +220,7 @@ def _pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
         failing=failing,
         terminating=terminating,
         finalizers=finalizers,
-        grace_period_s=int(spec.get("terminationGracePeriodSeconds") or 30),
+        grace_period_s=_grace_period(spec),
         emptydir=any("emptyDir" in (v or {}) for v in spec.get("volumes") or []),
         mirror=mirror,
         daemonset=daemonset,
@@ -229,6 +229,11 @@ def _pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
         and not mirror
         and (not finished or (terminating and bool(finalizers))),
     )
+
+
+def _grace_period(spec: Obj) -> int:
+    value = spec.get("terminationGracePeriodSeconds")
+    return 30 if value is None else int(value)  # 0 is a real answer: kill at once
 
 
 def _taint_text(taint: Obj) -> str:
@@ -288,6 +293,9 @@ def _latest(events: Iterable[Obj], reason: str) -> datetime | None:
 
 
 def _blocking_pdbs(pod: Obj, index: _Index) -> list[Obj]:
+    # The Eviction API checks PDBs only for Running pods; others are evicted regardless.
+    if (pod.get("status") or {}).get("phase") != "Running":
+        return []
     labels = labels_of(pod)
     return [
         pdb
@@ -740,6 +748,23 @@ def _pending_pods(
     return pending
 
 
+def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[Signal]:
+    """Alerts that name a node by an address (`instance` = IP) get the node's name."""
+    names = {name_of(node) for node in snapshot.nodes}
+    by_address = {
+        str(address.get("address")): name_of(node)
+        for node in snapshot.nodes
+        for address in (node.get("status") or {}).get("addresses") or []
+        if isinstance(address, Mapping)
+    }
+    resolved = []
+    for signal in signals:
+        if signal.node and signal.node not in names and signal.node in by_address:
+            signal = signal.model_copy(update={"node": by_address[signal.node]})
+        resolved.append(signal)
+    return resolved
+
+
 def collect_facts(
     snapshot: Snapshot, signals: Sequence[Signal], settings: Settings, now: datetime
 ) -> ClusterFacts:
@@ -758,10 +783,17 @@ def collect_facts(
             > 0
         )
     }
-    nodes = {
-        name_of(node): _node_facts(node, index, signal_list, now, settings, gpu_pools)
-        for node in snapshot.nodes
-    }
+    nodes = {}
+    for node in snapshot.nodes:
+        name = name_of(node)
+        try:
+            nodes[name] = _node_facts(node, index, signal_list, now, settings, gpu_pools)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # Valid JSON, wrong shape (a string where the API has a list...): say where.
+            raise InputError(
+                f"snapshot: Node {name}",
+                f"it or one of its pods/events has an unexpected shape ({exc})",
+            ) from exc
     for signal in signal_list:
         if signal.node and signal.node not in nodes:
             nodes[signal.node] = _unknown_node(signal.node, signal_list)
@@ -786,10 +818,14 @@ def collect_facts(
         )
         for pool, members in pools.items()
     }
+    try:
+        pending = _pending_pods(snapshot, index, offered, nodes, now, settings)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise InputError("snapshot: pending pods", f"unexpected object shape ({exc})") from exc
     return ClusterFacts(
         observed_at=now,
         nodes=nodes,
         pools=pool_facts,
-        pending_pods=_pending_pods(snapshot, index, offered, nodes, now, settings),
+        pending_pods=pending,
         offered_resources=sorted(offered),
     )

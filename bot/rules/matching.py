@@ -53,13 +53,16 @@ def _strings(expression: Expression, activation: Activation) -> list[str]:
 def to_blockers(value: Any) -> list[Blocker]:
     """A `blockers` expression's result, which must be a list of blocker maps."""
     if not isinstance(value, list):
-        raise EvaluationError(f"blockers: expected a list, got {type(value).__name__}")
-    try:
-        return [Blocker.model_validate(item) for item in value]
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise EvaluationError(f"blockers: {where}: {first['msg']}") from exc
+        raise EvaluationError(f"expected a list, got {type(value).__name__}")
+    blockers = []
+    for index, item in enumerate(value):
+        try:
+            blockers.append(Blocker.model_validate(item))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise EvaluationError(f"item {index}: {where}: {first['msg']}") from exc
+    return blockers
 
 
 def evaluate(
@@ -82,7 +85,10 @@ def evaluate(
             if proposal_when is None or _boolean(proposal_when, activation):
                 actions.append((Action(action), force))
     evidence = [line for e in rule.evidence for line in _strings(e, activation)]
-    blockers = to_blockers(rule.blockers.evaluate(activation)) if rule.blockers else []
+    try:
+        blockers = to_blockers(rule.blockers.evaluate(activation)) if rule.blockers else []
+    except EvaluationError as exc:
+        raise EvaluationError(f"blockers: {exc}") from exc
     return RuleMatch(
         rule=rule,
         subject=subject,

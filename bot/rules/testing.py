@@ -12,11 +12,10 @@ import copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from bot.errors import InputError
 from bot.kubeobjects import name_of, namespace_of
@@ -39,6 +38,15 @@ class Edit(_Strict):
     delete: bool = False
     add: dict[str, Any] | None = None
 
+    @model_validator(mode="after")
+    def _one_change(self) -> Edit:
+        changes = [self.merge is not None, self.delete, self.add is not None]
+        if sum(changes) != 1:
+            raise ValueError("give exactly one of merge, delete, add")
+        if self.add is None and not (self.kind and self.name):
+            raise ValueError("merge and delete need kind and name")
+        return self
+
 
 class Expected(_Strict):
     rule: str
@@ -54,7 +62,7 @@ class Expected(_Strict):
 
 class RuleTest(_Strict):
     name: str
-    now: datetime
+    now: AwareDatetime
     snapshot: str
     edits: list[Edit] = Field(default_factory=list)
     alerts: list[dict[str, Any]] = Field(default_factory=list)

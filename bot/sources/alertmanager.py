@@ -20,9 +20,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bot.errors import InputError
 from bot.model import Signal
 
-# Alertmanager writes this for "no end yet" in firing alerts.
-_ZERO_TIME_PREFIX = "0001-01-01"
-
 
 class WebhookAlert(BaseModel):
     model_config = ConfigDict(extra="allow")
@@ -31,7 +28,7 @@ class WebhookAlert(BaseModel):
     labels: dict[str, str]
     annotations: dict[str, str] = Field(default_factory=dict)
     startsAt: datetime | None = None
-    endsAt: datetime | str | None = None
+    endsAt: datetime | None = None
     generatorURL: str = ""
     fingerprint: str = ""
 
@@ -76,11 +73,8 @@ def _fingerprint(alert: WebhookAlert) -> str:
 
 
 def _ends_at(alert: WebhookAlert) -> datetime | None:
-    if isinstance(alert.endsAt, datetime):
-        return None if alert.endsAt.year <= 1 else alert.endsAt
-    if not alert.endsAt or alert.endsAt.startswith(_ZERO_TIME_PREFIX):
-        return None
-    return datetime.fromisoformat(alert.endsAt)
+    # Alertmanager writes Go's zero time (year 1) for "no end yet".
+    return None if alert.endsAt is None or alert.endsAt.year <= 1 else alert.endsAt
 
 
 def validate_payload(raw: Any, where: str = "payload") -> WebhookPayload:
