@@ -117,19 +117,6 @@ def run_rule_tests(path: Path, settings: Settings) -> list[RuleTestRun]:
     return runs
 
 
-__all__ = [
-    "DemoScenario",
-    "demo_scenarios",
-    "diagnose_snapshot",
-    "load_ruleset",
-    "now_utc",
-    "rule_test_files",
-    "rules_dir_for",
-    "run_rule_test",
-    "run_rule_tests",
-]
-
-
 @dataclass
 class DemoScenario:
     name: str

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import (
     BaseSettings,
@@ -19,6 +18,7 @@ from pydantic_settings import (
 
 from bot.errors import InputError
 from bot.model import Lang
+from bot.yamlfiles import load_located
 
 
 def bundled_rules_dir() -> Path:
@@ -96,10 +96,7 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         return Settings(**overrides)
     if not path.is_file():
         raise InputError(str(path), "no such settings file")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputError(str(path), f"invalid YAML: {exc}".splitlines()[0]) from exc
+    raw = load_located(path).data
     if raw is not None and not isinstance(raw, dict):
         raise InputError(str(path), "expected a mapping of settings")
 

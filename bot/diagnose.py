@@ -19,6 +19,7 @@ from bot.model import (
     Diagnosis,
     Lang,
     NodeFacts,
+    PoolFacts,
     Proposal,
     Questions,
     RunbookStep,
@@ -349,13 +350,16 @@ def _node_questions(
             n=scope.by_pool_rule[(node.pool, rule_id)], size=len(pool.nodes), pool=node.pool
         )
         if len(pool.driver_versions) > 1:
-            drivers = ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
-            scope_text += t["scope_drivers"].format(drivers=drivers)
+            scope_text += t["scope_drivers"].format(drivers=_drivers(pool))
     else:
         scope_text = t["scope_node"]
     return Questions(
         registered=registered, gpu_visible=gpu_visible, workloads=workloads, scope=scope_text
     )
+
+
+def _drivers(pool: PoolFacts) -> str:
+    return ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
 
 
 def _pending_summary(cluster: ClusterFacts, lang: Lang) -> str:
@@ -384,8 +388,7 @@ def _pool_questions(
         n=len(scope.troubled_nodes.get(pool_name, ())), size=len(pool.nodes), pool=pool_name
     )
     if len(pool.driver_versions) > 1:
-        drivers = ", ".join(f"{v} ×{n}" for v, n in sorted(pool.driver_versions.items()))
-        scope_text += t["scope_drivers"].format(drivers=drivers)
+        scope_text += t["scope_drivers"].format(drivers=_drivers(pool))
     return Questions(
         registered=t["pool_registered"].format(ready=ready, size=len(members)),
         gpu_visible=t["pool_gpu"].format(alloc=alloc, expected=expected, res=settings.gpu_resource),

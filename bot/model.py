@@ -272,7 +272,6 @@ class Proposal(_Frozen):
     node: str | None
     requires_approval: bool
     force: bool = False
-    reason: str = ""
 
 
 class Diagnosis(_Frozen):

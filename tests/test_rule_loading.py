@@ -159,3 +159,22 @@ def test_blockers_of_the_wrong_shape_are_a_rule_error_and_a_lint_problem(
     result = diagnose(facts_of(snapshot), [], ruleset, settings)
     assert [d.rule for d in result.diagnoses] == ["gpu-capacity-zero"]
     assert "weird-blockers" in str(result.errors[0])
+
+
+def test_rule_variables_are_shared_by_its_expressions_and_linted(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with_variables = {
+        **GOOD,
+        "id": "uses-variables",
+        "variables": {"zero": "node.gpu.allocatable == 0"},
+        "when": "node.known && variables.zero",
+    }
+    misspelt = {**GOOD, "variables": {"zero": "node.gpu.alocatable == 0"}}
+    ruleset = load_rules([_write(tmp_path / "r.yaml", [with_variables, misspelt])])
+    assert ruleset.errors == []
+    [problem] = lint_rules(ruleset, settings)
+    assert "gpu-capacity-zero" in str(problem) and "variables.zero" in str(problem)
+    bad_name = {**GOOD, "variables": {"not a name": "true"}}
+    [error] = load_rules([_write(tmp_path / "bad.yaml", [bad_name])]).errors
+    assert "is not an identifier" in str(error)

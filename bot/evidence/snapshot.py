@@ -481,6 +481,18 @@ def _gate_failures(
     return failures
 
 
+def _firing_for(node: str, signals: list[Signal]) -> list[Signal]:
+    return [s for s in signals if s.node == node and s.status == "firing"]
+
+
+def _xids(node_signals: list[Signal]) -> list[XidFacts]:
+    return [
+        XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
+        for s in node_signals
+        if s.name == "GPUXidError" and s.labels.get("xid", "").isdigit()
+    ]
+
+
 def _ready_status(value: str) -> ReadyStatus:
     if value == "True":
         return "True"
@@ -534,12 +546,8 @@ def _node_facts(
         if key.startswith("nvidia.com/gpu.deploy.")
     }
     components = _components(pods, deploy)
-    node_signals = [s for s in signals if s.node == name and s.status == "firing"]
-    xids = [
-        XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
-        for s in node_signals
-        if s.name == "GPUXidError" and s.labels.get("xid", "").isdigit()
-    ]
+    node_signals = _firing_for(name, signals)
+    xids = _xids(node_signals)
     mig_config = labels.get("nvidia.com/mig.config")
     mig_state = labels.get("nvidia.com/mig.config.state")
     upgrade_state = labels.get("nvidia.com/gpu-driver-upgrade-state")
@@ -605,13 +613,7 @@ def _node_facts(
 
 def _unknown_node(name: str, signals: list[Signal]) -> NodeFacts:
     """A node only alerts speak of: no snapshot object, so only what the alerts say."""
-    node_signals = [s for s in signals if s.node == name and s.status == "firing"]
-    xids = [
-        XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
-        for s in node_signals
-        if s.name == "GPUXidError" and s.labels.get("xid", "").isdigit()
-    ]
-    return NodeFacts(name=name, known=False, gpu_node=True, xids=xids)
+    return NodeFacts(name=name, known=False, gpu_node=True, xids=_xids(_firing_for(name, signals)))
 
 
 _AVAILABLE = re.compile(r"^\d+/\d+ nodes are available: ")

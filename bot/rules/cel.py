@@ -16,7 +16,7 @@ from cel_expr_python.ext.ext_strings import ExtStrings
 
 from bot.errors import RuleError
 
-VARIABLES = ("node", "alerts", "xids", "pool", "cluster", "settings", "findings")
+VARIABLES = ("node", "alerts", "xids", "pool", "cluster", "settings", "findings", "variables")
 
 # The strings extension (join, split, upperAscii, ...) is the one Kubernetes enables too.
 _ENV = _cel.NewEnv(variables={name: _cel.Type.DYN for name in VARIABLES}, extensions=[ExtStrings()])
@@ -30,6 +30,7 @@ class Activation:
     """Facts converted to CEL values once, then shared by every expression evaluated on them."""
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
         self._native = _ENV.Activation(dict(data))
 
 

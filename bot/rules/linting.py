@@ -27,7 +27,7 @@ from bot.model import (
 from bot.rules.cel import Activation, EvaluationError, Expression
 from bot.rules.contexts import cluster_context, node_context, pool_context
 from bot.rules.loading import CompiledRule, RuleSet
-from bot.rules.matching import to_blockers
+from bot.rules.matching import to_blockers, with_variables
 
 
 def _reference_node() -> NodeFacts:
@@ -172,8 +172,13 @@ def _expressions(rule: CompiledRule) -> list[tuple[str, Expression]]:
 
 def lint_rules(ruleset: RuleSet, settings: Settings) -> list[RuleError]:
     problems = []
-    activation = Activation(reference_context(ruleset, settings))
+    reference = Activation(reference_context(ruleset, settings))
     for rule in ruleset.rules:
+        try:
+            activation = with_variables(rule, reference)
+        except EvaluationError as exc:
+            problems.append(RuleError(rule.where, str(exc), rule.id))
+            continue
         for name, expression in _expressions(rule):
             try:
                 value = expression.evaluate(activation)

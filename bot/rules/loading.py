@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from bot.errors import InputError, RuleError
 from bot.rules.cel import Expression
 from bot.rules.schema import Rule, RuleFile, XidCatalog
-from bot.rules.yamlfiles import LocatedYaml, Path_, load_located
+from bot.yamlfiles import LocatedYaml, Path_, load_located
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class CompiledRule:
     """(condition, action, force) for each proposal the rule may make."""
     evidence: list[Expression]
     blockers: Expression | None
+    variables: list[tuple[str, Expression]]
 
     @property
     def id(self) -> str:
@@ -40,9 +41,6 @@ class RuleSet:
     xid_catalog: XidCatalog | None = None
     errors: list[RuleError] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
-
-    def by_id(self, rule_id: str) -> CompiledRule | None:
-        return next((r for r in self.rules if r.id == rule_id), None)
 
 
 def rule_files(path: Path) -> list[Path]:
@@ -155,6 +153,9 @@ def _compile(spec: Rule, located: LocatedYaml, at: Path_) -> CompiledRule:
         ],
         evidence=[expr(e, "evidence", i) for i, e in enumerate(spec.evidence)],
         blockers=expr(spec.blockers, "blockers") if spec.blockers else None,
+        variables=[
+            (name, expr(source, "variables", name)) for name, source in spec.variables.items()
+        ],
     )
 
 

@@ -65,10 +65,24 @@ def to_blockers(value: Any) -> list[Blocker]:
     return blockers
 
 
+def with_variables(rule: CompiledRule, activation: Activation) -> Activation:
+    """The activation plus the rule's own `variables`, when it defines any."""
+    if not rule.variables:
+        return activation
+    values = {}
+    for name, expression in rule.variables:
+        try:
+            values[name] = expression.evaluate(activation)
+        except EvaluationError as exc:
+            raise EvaluationError(f"variables.{name}: {exc}") from exc
+    return Activation({**activation.data, "variables": values})
+
+
 def evaluate(
     rule: CompiledRule, activation: Activation, subject: str | None, stage: Stage
 ) -> RuleMatch | None:
     """One rule on one subject; raises EvaluationError when the rule cannot be evaluated."""
+    activation = with_variables(rule, activation)
     if not _boolean(rule.when, activation):
         return None
     expected = bool(rule.spec.expected and stage in rule.spec.expected.stages)

@@ -68,6 +68,10 @@ class Rule(_Strict):
     """The stage reported by pool and cluster rules, which have no single node."""
     severity: Severity
     severity_overrides: list[SeverityOverride] = Field(default_factory=list)
+    variables: dict[str, str] = Field(default_factory=dict)
+    """Named CEL expressions over the standard variables, evaluated once per subject and
+    read as `variables.NAME` by the rule's other expressions (as in Kubernetes'
+    ValidatingAdmissionPolicy): one definition instead of the same filter six times."""
     when: str = Field(min_length=1)
     after_node_rules: bool = False
     """Evaluate after the other node rules, with `findings` holding the ids that fired."""
@@ -89,6 +93,14 @@ class Rule(_Strict):
     rollback: Text
     proposals: list[ProposalSpec] = Field(min_length=1)
 
+    @field_validator("variables")
+    @classmethod
+    def _identifiers(cls, variables: dict[str, str]) -> dict[str, str]:
+        for name in variables:
+            if not name.isidentifier():
+                raise ValueError(f"variable name {name!r} is not an identifier")
+        return variables
+
     @field_validator("stages")
     @classmethod
     def _any_alone(cls, stages: list[Stage | str]) -> list[Stage | str]:
@@ -106,6 +118,9 @@ class Rule(_Strict):
 
 class XidEntry(_Strict):
     codes: list[int] = Field(min_length=1)
+    family: Literal["generic", "ecc", "nvlink", "bus"] = "generic"
+    """Which story the Xid belongs to: ecc (gpu-ecc-error while an ECC alert fires), nvlink
+    (nvlink-error), bus (gpu-fell-off-bus), generic (gpu-xid-error)."""
     meaning: Text
     action: Text
     proposal: Action

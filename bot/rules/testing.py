@@ -21,7 +21,7 @@ from bot.errors import InputError
 from bot.kubeobjects import name_of, namespace_of
 from bot.model import Action, Diagnosis, Lang, Severity, Stage
 from bot.rules.loading import validate_model
-from bot.rules.yamlfiles import load_located
+from bot.yamlfiles import load_located
 
 
 class _Strict(BaseModel):

@@ -10,6 +10,7 @@ from bot.rules.schema import XidCatalog
 _FALLBACK = {
     "meaning": "unknown Xid",
     "action": "see NVIDIA's Xid catalog",
+    "family": "generic",
     "proposal": Action.NONE.value,
     "severity": Severity.WARNING.value,
     "fatal": False,
@@ -31,6 +32,7 @@ def describe_xids(
             info: dict[str, Any] = {
                 "meaning": entry.meaning(lang),
                 "action": entry.action(lang),
+                "family": entry.family,
                 "proposal": entry.proposal.value,
                 "severity": entry.severity.value,
                 "fatal": entry.fatal,
@@ -41,6 +43,7 @@ def describe_xids(
             info = {
                 "meaning": catalog.unknown.meaning(lang),
                 "action": catalog.unknown.action(lang),
+                "family": "generic",
                 "proposal": catalog.unknown.proposal.value,
                 "severity": catalog.unknown.severity.value,
                 "fatal": False,

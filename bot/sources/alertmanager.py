@@ -14,11 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import InputError
 from bot.model import Signal
+from bot.yamlfiles import load_located
 
 
 class WebhookAlert(BaseModel):
@@ -111,14 +111,7 @@ def signals_from_payload(payload: WebhookPayload, node_labels: Iterable[str]) ->
 
 def load_alerts_file(path: Path, node_labels: Iterable[str]) -> list[Signal]:
     """A file holding one webhook payload, or a list of them (JSON or YAML)."""
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc)) from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InputError(where, f"not valid JSON/YAML: {getattr(exc, 'problem', exc)}") from exc
+    raw = load_located(path).data
     payloads = raw if isinstance(raw, list) else [raw]
     signals: list[Signal] = []
     for index, item in enumerate(payloads):
