@@ -79,12 +79,15 @@ class Signal(_Frozen):
         return f"{self.source}:{self.fingerprint}:{started}"
 
 
+BlockerKind = Literal[
+    "pdb", "daemonset", "emptydir", "no-controller", "finalizer", "long-grace", "terminating"
+]
+
+
 class Blocker(_Frozen):
     """Something that stops `kubectl drain` from finishing, named so a person can act on it."""
 
-    kind: Literal[
-        "pdb", "daemonset", "emptydir", "no-controller", "finalizer", "long-grace", "terminating"
-    ]
+    kind: BlockerKind
     pod: str
     namespace: str
     detail: str

@@ -33,6 +33,7 @@ from bot.kubeobjects import (
 )
 from bot.model import (
     Blocker,
+    BlockerKind,
     ClusterFacts,
     ComponentFacts,
     GpuFacts,
@@ -324,77 +325,54 @@ def _blockers(
             )
         )
     for pod, facts in node_pods:
-        if not facts.must_leave:
-            continue
-        ns = facts.namespace
-        # A pod already being deleted no longer needs an eviction: its PDB is not in the way.
-        for pdb in [] if facts.terminating else _blocking_pdbs(pod, index):
-            status = pdb.get("status") or {}
-            blockers.append(
+        if facts.must_leave:
+            blockers.extend(
                 Blocker(
-                    kind="pdb",
+                    kind=kind,
                     pod=facts.name,
-                    namespace=ns,
-                    detail=(
-                        f"PDB {name_of(pdb)} (disruptionsAllowed="
-                        f"{int(status.get('disruptionsAllowed') or 0)}, currentHealthy="
-                        f"{status.get('currentHealthy', '?')}, desiredHealthy="
-                        f"{status.get('desiredHealthy', '?')})"
-                    ),
+                    namespace=facts.namespace,
+                    detail=detail,
+                    bypass_flag=flag,
                 )
-            )
-        if facts.emptydir:
-            blockers.append(
-                Blocker(
-                    kind="emptydir",
-                    pod=facts.name,
-                    namespace=ns,
-                    detail="uses emptyDir: its local data is lost on eviction",
-                    bypass_flag="--delete-emptydir-data",
-                )
-            )
-        if facts.owner_kind is None:
-            blockers.append(
-                Blocker(
-                    kind="no-controller",
-                    pod=facts.name,
-                    namespace=ns,
-                    detail="no controller: nothing recreates it after eviction",
-                    bypass_flag="--force",
-                )
-            )
-        deleted_at = parse_time(meta(pod).get("deletionTimestamp"))
-        if facts.terminating and facts.finalizers:
-            blockers.append(
-                Blocker(
-                    kind="finalizer",
-                    pod=facts.name,
-                    namespace=ns,
-                    detail=(
-                        f"Terminating (phase {facts.phase}), held by finalizers "
-                        + ", ".join(facts.finalizers)
-                    ),
-                )
-            )
-        elif facts.terminating and deleted_at is not None and deleted_at < now:
-            blockers.append(
-                Blocker(
-                    kind="terminating",
-                    pod=facts.name,
-                    namespace=ns,
-                    detail=f"Terminating for {_age(now, deleted_at)}s past its grace period",
-                )
-            )
-        if facts.grace_period_s > settings.thresholds.long_grace_s:
-            blockers.append(
-                Blocker(
-                    kind="long-grace",
-                    pod=facts.name,
-                    namespace=ns,
-                    detail=f"terminationGracePeriodSeconds={facts.grace_period_s}",
-                )
+                for kind, detail, flag in _pod_blocks(pod, facts, index, now, settings)
             )
     return blockers
+
+
+def _pod_blocks(
+    pod: Obj, facts: PodFacts, index: _Index, now: datetime, settings: Settings
+) -> list[tuple[BlockerKind, str, str | None]]:
+    """(kind, detail, kubectl flag that gets past it) for each thing holding this pod."""
+    blocks: list[tuple[BlockerKind, str, str | None]] = []
+    # A pod already being deleted no longer needs an eviction: its PDB is not in the way.
+    for pdb in [] if facts.terminating else _blocking_pdbs(pod, index):
+        status = pdb.get("status") or {}
+        detail = (
+            f"PDB {name_of(pdb)} (disruptionsAllowed={int(status.get('disruptionsAllowed') or 0)}"
+            f", currentHealthy={status.get('currentHealthy', '?')}"
+            f", desiredHealthy={status.get('desiredHealthy', '?')})"
+        )
+        blocks.append(("pdb", detail, None))
+    if facts.emptydir:
+        detail = "uses emptyDir: its local data is lost on eviction"
+        blocks.append(("emptydir", detail, "--delete-emptydir-data"))
+    if facts.owner_kind is None:
+        blocks.append(
+            ("no-controller", "no controller: nothing recreates it after eviction", "--force")
+        )
+    deleted_at = parse_time(meta(pod).get("deletionTimestamp"))
+    if facts.terminating and facts.finalizers:
+        detail = f"Terminating (phase {facts.phase}), held by finalizers " + ", ".join(
+            facts.finalizers
+        )
+        blocks.append(("finalizer", detail, None))
+    elif facts.terminating and deleted_at is not None and deleted_at < now:
+        # deletionTimestamp is when the grace period ends: past it, the kubelet is not acting.
+        detail = f"Terminating for {_age(now, deleted_at)}s past its grace period"
+        blocks.append(("terminating", detail, None))
+    if facts.grace_period_s > settings.thresholds.long_grace_s:
+        blocks.append(("long-grace", f"terminationGracePeriodSeconds={facts.grace_period_s}", None))
+    return blocks
 
 
 def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
