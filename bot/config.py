@@ -51,8 +51,6 @@ class Thresholds(BaseModel):
     flap_window_s: int = 6 * 3600
     pool_wide_min_nodes: int = 3
     pool_wide_min_share: float = 0.25
-    temperature_max_c: int = 87
-    """GPU core temperature (DCGM_FI_DEV_GPU_TEMP) above which a node is thermally at risk."""
 
 
 class Settings(BaseSettings):
