@@ -7,6 +7,7 @@ Nothing here knows about GPUs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -126,3 +127,16 @@ def pod_requests(pod: Obj) -> dict[str, int]:
             if "/" in resource:
                 totals[resource] = totals.get(resource, 0) + int_quantity(quantity)
     return totals
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: null deletes, mappings merge, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result

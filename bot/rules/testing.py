@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from bot.errors import InputError
-from bot.kubeobjects import name_of, namespace_of
+from bot.kubeobjects import merge_patch, name_of, namespace_of
 from bot.model import Action, Diagnosis, Lang, Severity, Stage
 from bot.rules.loading import validate_model
 from bot.yamlfiles import load_located
@@ -110,19 +110,6 @@ def _find(items: list[dict[str, Any]], edit: Edit) -> int:
             return index
     where = f"{edit.kind} {edit.namespace + '/' if edit.namespace else ''}{edit.name}"
     raise InputError("edits", f"no {where} in the base snapshot")
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: null deletes, mappings merge, anything else replaces."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def apply_edits(raw: Mapping[str, Any], edits: list[Edit]) -> dict[str, Any]:

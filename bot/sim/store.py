@@ -1,0 +1,458 @@
+"""The simulated API server's state: objects, resourceVersions, watch history, evictions.
+
+It behaves as etcd plus the API server's registry does for the calls kubectl and client-go
+make: every write bumps one cluster-wide resourceVersion and records a watch event; reads
+honour label and field selectors; deletes respect grace periods and finalizers; evictions
+check PodDisruptionBudgets. Errors are `ApiError`s carrying the Status body the real server
+sends, so the HTTP layer only serialises them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.kubeobjects import labels_of, name_of, namespace_of, selector_matches
+from bot.sim.patching import PatchError, apply_patch
+from bot.sim.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES = (
+    ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
+    ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status", "eviction", "log")),
+    ResourceType("", "v1", "Event", "events", True, ("ev",)),
+    ResourceType(
+        "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)
+    ),
+    ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",)),
+    ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+)
+BY_KIND = {r.kind: r for r in RESOURCES}
+BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
+_HISTORY = 20_000
+
+
+class ApiError(Exception):
+    """A failed request, with the `Status` the real API server would answer."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = dict(details or {})
+
+    def status(self) -> Json:
+        body: Json = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def not_found(resource: ResourceType, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{resource.plural}{"." + resource.group if resource.group else ""} "{name}" not found',
+        {"name": name, "group": resource.group, "kind": resource.plural}
+        if resource.group
+        else {"name": name, "kind": resource.plural},
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    resource_version: int
+    type: str
+    resource: ResourceType
+    object: Json
+
+
+class Store:
+    def __init__(self) -> None:
+        self._lock = threading.Condition(threading.RLock())
+        self._rv = itertools.count(1000)
+        self.resource_version = 1000
+        self._objects: dict[ResourceType, dict[tuple[str, str], Json]] = {r: {} for r in RESOURCES}
+        self._history: deque[WatchEvent] = deque(maxlen=_HISTORY)
+        self.evictions: list[tuple[str, str]] = []
+        """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def _bump(self, event_type: str, resource: ResourceType, obj: Json) -> None:
+        self.resource_version = next(self._rv)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
+        self._history.append(
+            WatchEvent(self.resource_version, event_type, resource, copy.deepcopy(obj))
+        )
+        self._lock.notify_all()
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        namespaces = self._objects[BY_KIND["Namespace"]]
+        if namespace and ("", namespace) not in namespaces:
+            ns = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "creationTimestamp": _now(),
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+            namespaces[("", namespace)] = ns
+            self._bump("ADDED", BY_KIND["Namespace"], ns)
+
+    def load(self, items: list[Json]) -> None:
+        """Objects as a snapshot holds them (kind on each item), kept as they are."""
+        with self._lock:
+            for item in items:
+                resource = BY_KIND.get(str(item.get("kind")))
+                if resource is None:
+                    continue
+                obj = copy.deepcopy(item)
+                obj.setdefault("apiVersion", resource.api_version)
+                meta = obj.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", _now())
+                namespace = meta.get("namespace", "") if resource.namespaced else ""
+                if resource.namespaced:
+                    meta["namespace"] = namespace or "default"
+                    self._ensure_namespace(meta["namespace"])
+                self._objects[resource][(meta.get("namespace", ""), meta["name"])] = obj
+                self._bump("ADDED", resource, obj)
+
+    def create(self, resource: ResourceType, namespace: str, body: Json) -> Json:
+        with self._lock:
+            obj = copy.deepcopy(body)
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            name = meta.get("name")
+            if not name:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{resource.kind} "" is invalid: metadata.name: Required value: '
+                    "name or generateName is required",
+                    {"kind": resource.kind},
+                )
+            key = (namespace if resource.namespaced else "", str(name))
+            if key in self._objects[resource]:
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource.plural} "{name}" already exists',
+                    {"name": name, "kind": resource.plural},
+                )
+            obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = _now()
+            if resource.namespaced:
+                meta["namespace"] = namespace
+                self._ensure_namespace(namespace)
+            else:
+                meta.pop("namespace", None)
+            self._objects[resource][key] = obj
+            self._bump("ADDED", resource, obj)
+            return copy.deepcopy(obj)
+
+    def _current(self, resource: ResourceType, namespace: str, name: str) -> Json:
+        obj = self._objects[resource].get((namespace if resource.namespaced else "", name))
+        if obj is None:
+            raise not_found(resource, name)
+        return obj
+
+    def replace(self, resource: ResourceType, namespace: str, name: str, body: Json) -> Json:
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has '
+                    "been modified; please apply your changes to the latest version and try again",
+                    {"name": name, "kind": resource.plural},
+                )
+            return self._store_update(resource, current, copy.deepcopy(body))
+
+    def _store_update(self, resource: ResourceType, current: Json, obj: Json) -> Json:
+        meta = obj.setdefault("metadata", {})
+        for kept in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp"):
+            if kept in current["metadata"]:
+                meta[kept] = current["metadata"][kept]
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        key = (meta.get("namespace", ""), meta["name"])
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self._objects[resource][key]
+            self._bump("DELETED", resource, obj)
+            return copy.deepcopy(obj)
+        self._objects[resource][key] = obj
+        self._bump("MODIFIED", resource, obj)
+        return copy.deepcopy(obj)
+
+    def patch(
+        self, resource: ResourceType, namespace: str, name: str, content_type: str, body: Any
+    ) -> Json:
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            try:
+                patched = apply_patch(content_type, current, body)
+            except LookupError as exc:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json-patch+json, application/merge-patch+json, "
+                    "application/strategic-merge-patch+json",
+                ) from exc
+            except PatchError as exc:
+                raise ApiError(422, "Invalid", str(exc)) from exc
+            return self._store_update(resource, current, patched)
+
+    def delete(
+        self, resource: ResourceType, namespace: str, name: str, grace: int | None = None
+    ) -> Json:
+        """Delete as the registry and a prompt kubelet do: gone at once unless finalizers hold."""
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            meta = current["metadata"]
+            if meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    meta["deletionGracePeriodSeconds"] = 0 if grace is None else grace
+                    self._bump("MODIFIED", resource, current)
+                return copy.deepcopy(current)
+            del self._objects[resource][(meta.get("namespace", ""), name)]
+            self._bump("DELETED", resource, current)
+            return copy.deepcopy(current)
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def get(self, resource: ResourceType, namespace: str, name: str) -> Json:
+        with self._lock:
+            obj = copy.deepcopy(self._current(resource, namespace, name))
+        if resource.kind == "PodDisruptionBudget":
+            obj["status"] = self.pdb_status(obj)
+        return obj
+
+    def list(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[Json], int]:
+        try:
+            labels = parse_label_selector(label_selector)
+            fields = parse_field_selector(field_selector, resource.plural)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        with self._lock:
+            items = [
+                copy.deepcopy(obj)
+                for (ns, _), obj in sorted(self._objects[resource].items())
+                if (not namespace or ns == namespace)
+                and labels.matches(labels_of(obj))
+                and fields.matches(obj)
+            ]
+            rv = self.resource_version
+        if resource.kind == "PodDisruptionBudget":
+            for item in items:
+                item["status"] = self.pdb_status(item)
+        return items, rv
+
+    def watch(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        since: int,
+        label_selector: str = "",
+        field_selector: str = "",
+        stop: threading.Event | None = None,
+        timeout_s: float = 300.0,
+    ) -> Iterator[WatchEvent]:
+        """Events after `since`; 410 Gone when the history no longer reaches back that far.
+
+        Checks happen here, before the first event, so a server can still answer 4xx."""
+        try:
+            labels = parse_label_selector(label_selector)
+            fields = parse_field_selector(field_selector, resource.plural)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        with self._lock:
+            oldest = self._history[0].resource_version if self._history else self.resource_version
+            if since and since < oldest - 1:
+                raise ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})")
+        return self._events(resource, namespace, since, labels, fields, stop, timeout_s)
+
+    def _events(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        since: int,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        stop: threading.Event | None,
+        timeout_s: float,
+    ) -> Iterator[WatchEvent]:
+        deadline = datetime.now(UTC).timestamp() + timeout_s
+        cursor = since
+        while not (stop and stop.is_set()) and datetime.now(UTC).timestamp() < deadline:
+            with self._lock:
+                pending = [e for e in self._history if e.resource_version > cursor]
+                if not pending:
+                    self._lock.wait(timeout=0.2)
+                    continue
+            for event in pending:
+                cursor = event.resource_version
+                obj = event.object
+                if event.resource is not resource:
+                    continue
+                if namespace and namespace_of(obj) != namespace:
+                    continue
+                if labels.matches(labels_of(obj)) and fields.matches(obj):
+                    yield event
+
+    # ---- the policy subresource ---------------------------------------------------------
+
+    def pdb_status(self, pdb: Json) -> Json:
+        """Recomputed on read, as the disruption controller keeps it current."""
+        spec = pdb.get("spec") or {}
+        with self._lock:
+            pods = [
+                p
+                for (ns, _), p in self._objects[BY_KIND["Pod"]].items()
+                if ns == namespace_of(pdb)
+                and selector_matches(spec.get("selector"), labels_of(p))
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        expected = len(pods)
+        healthy = sum(1 for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp"))
+        if "minAvailable" in spec:
+            desired = _scaled(spec["minAvailable"], expected, round_up=True)
+        elif "maxUnavailable" in spec:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = expected
+        allowed = max(0, healthy - desired)
+        return {
+            **(pdb.get("status") or {}),
+            "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
+            "expectedPods": expected,
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "disruptionsAllowed": allowed,
+        }
+
+    def evict(self, namespace: str, name: str, body: Json) -> Json:
+        """POST pods/NAME/eviction: PDBs checked for Running pods, then a graceful delete."""
+        pods = BY_KIND["Pod"]
+        with self._lock:
+            pod = self._current(pods, namespace, name)
+            if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
+                "deletionTimestamp"
+            ):
+                for pdb in self._objects[BY_KIND["PodDisruptionBudget"]].values():
+                    if namespace_of(pdb) != namespace:
+                        continue
+                    if not selector_matches(
+                        (pdb.get("spec") or {}).get("selector"), labels_of(pod)
+                    ):
+                        continue
+                    status = self.pdb_status(pdb)
+                    if status["disruptionsAllowed"] <= 0:
+                        raise ApiError(
+                            429,
+                            "TooManyRequests",
+                            "Cannot evict pod as it would violate the pod's disruption budget.",
+                            {
+                                "causes": [
+                                    {
+                                        "reason": "DisruptionBudget",
+                                        "message": (
+                                            f"The disruption budget {name_of(pdb)} needs "
+                                            f"{status['desiredHealthy']} healthy pods and has "
+                                            f"{status['currentHealthy']} currently"
+                                        ),
+                                    }
+                                ]
+                            },
+                        )
+            options = body.get("deleteOptions") or {}
+            grace = options.get("gracePeriodSeconds")
+            self.delete(pods, namespace, name, grace)
+            self.evictions.append((namespace, name))
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+
+def _ready(pod: Json) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running":
+        return False
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+
+
+def _scaled(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = int(value[:-1]) * total
+        return -(-share // 100) if round_up else share // 100
+    return int(value)
