@@ -3,7 +3,12 @@
 GpubotError
 ├── InputError      bad input from a person or a peer: a retry with the same input fails
 │                   the same way; the CLI exits 2, HTTP answers 4xx
-└── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
+├── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
+├── TemporaryError  a peer (the Kubernetes API, ...) failed in a way a retry may cure:
+│   │               5xx, 429, 409 on writes, timeouts, refused connections
+│   └── EvictionBlocked   429 from pods/eviction: a PodDisruptionBudget says not now
+└── PermanentError  a peer refused for good (4xx other than 409/429): retrying is pointless
+    └── NotFound    the object does not exist (any more)
 """
 
 from __future__ import annotations
@@ -30,3 +35,23 @@ class RuleError(GpubotError):
         self.where = where
         self.message = message
         self.rule_id = rule_id
+
+
+class TemporaryError(GpubotError):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class EvictionBlocked(TemporaryError):
+    """The API server refused an eviction with 429; the message says which budget."""
+
+
+class PermanentError(GpubotError):
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class NotFound(PermanentError):
+    pass

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,3 +46,22 @@ def facts_of(settings: Settings) -> Callable[..., ClusterFacts]:
         return collect_facts(snapshot, signals or [], settings, NOW)
 
     return make
+
+
+@pytest.fixture
+def sim_cluster() -> Iterator[tuple[Any, Any]]:
+    """A fresh simulated GPU cluster (4 GPU nodes) and the real-client adapter talking to it."""
+    from bot.kube.cluster import KubeCluster
+    from bot.sim.apiserver import SimulatedApiServer
+    from bot.sim.scenarios import healthy_cluster
+    from bot.sim.store import Store
+
+    store = Store()
+    store.load(healthy_cluster(4, datetime.now(UTC))["items"])
+    server = SimulatedApiServer(store).start()
+    cluster = KubeCluster.for_url(server.url)
+    try:
+        yield server, cluster
+    finally:
+        cluster.close()
+        server.stop()

@@ -295,6 +295,8 @@ class SimulatedApiServer:
         if method == "DELETE":
             body = request.body()
             grace = body.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+            if resource.kind == "Pod":
+                store.direct_deletes.append((namespace, name))
             return 200, store.delete(
                 resource, namespace, name, None if grace is None else int(grace)
             )

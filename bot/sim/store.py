@@ -123,6 +123,8 @@ class Store:
         self._history: deque[WatchEvent] = deque(maxlen=_HISTORY)
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
+        self.direct_deletes: list[tuple[str, str]] = []
+        """Pods deleted with DELETE, bypassing the Eviction API (and so every PDB)."""
 
     # ---- writes -------------------------------------------------------------------------
 

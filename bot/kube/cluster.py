@@ -1,0 +1,205 @@
+"""The Cluster port on the official `kubernetes` client: the one module that imports it.
+
+Objects travel as the API server's JSON (`_preload_content=False`), the same shape the
+snapshot parser reads, so live facts and offline snapshots go through one code path. Every
+`ApiException` and transport failure becomes one of gpubot's own errors, once, here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from bot.errors import EvictionBlocked, GpubotError, NotFound, PermanentError, TemporaryError
+from bot.ports import Kind, Obj
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+@contextmanager
+def _converted(what: str) -> Iterator[None]:
+    try:
+        yield
+    except ApiException as exc:
+        raise _from_api_exception(exc, what) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise TemporaryError(f"{what}: {exc}") from exc
+
+
+def _status_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or b"{}")
+    except (ValueError, TypeError):
+        return str(exc.reason or exc.status)
+    message = str(body.get("message") or exc.reason or exc.status)
+    # An eviction's 429 names the budget only in its causes: keep them, the on-call needs it.
+    causes = [
+        c.get("message")
+        for c in (body.get("details") or {}).get("causes") or []
+        if c.get("message")
+    ]
+    return f"{message} ({'; '.join(causes)})" if causes else message
+
+
+def _from_api_exception(exc: ApiException, what: str) -> GpubotError:
+    code = int(exc.status or 0)
+    headers: Mapping[str, str] = exc.headers or {}
+    message = f"{what}: {_status_message(exc)}"
+    retry = headers.get("Retry-After")
+    retry_after = float(retry) if retry and str(retry).isdigit() else None
+    if code == 404:
+        return NotFound(message, code)
+    if code == 429 and "eviction" in what:
+        return EvictionBlocked(message, retry_after)
+    if code in (429, 409) or code >= 500 or code == 0:
+        # 409 on a write means someone else wrote first: read again and retry.
+        return TemporaryError(message, retry_after)
+    return PermanentError(message, code)
+
+
+class KubeCluster:
+    """Talks to one API server: in-cluster, a kubeconfig, or a URL (the simulator)."""
+
+    def __init__(self, api_client: client.ApiClient, request_timeout_s: float = 10.0) -> None:
+        self._api = api_client
+        self._core = client.CoreV1Api(api_client)
+        self._apps = client.AppsV1Api(api_client)
+        self._policy = client.PolicyV1Api(api_client)
+        self._timeout = request_timeout_s
+
+    @classmethod
+    def for_url(cls, url: str) -> KubeCluster:
+        configuration = client.Configuration()
+        configuration.host = url
+        return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def from_kubeconfig(cls, path: Path | None = None, context: str | None = None) -> KubeCluster:
+        configuration = client.Configuration()
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(path) if path else None,
+            context=context,
+            client_configuration=configuration,
+        )
+        return cls(client.ApiClient(configuration))
+
+    @classmethod
+    def in_cluster(cls) -> KubeCluster:
+        configuration = client.Configuration()
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(client.ApiClient(configuration))
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def _lister(self, kind: Kind, namespace: str) -> Callable[..., Any]:
+        core, apps, policy = self._core, self._apps, self._policy
+        if kind == "Node":
+            return core.list_node
+        table: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+            "Pod": (core.list_pod_for_all_namespaces, core.list_namespaced_pod),
+            "Event": (core.list_event_for_all_namespaces, core.list_namespaced_event),
+            "PodDisruptionBudget": (
+                policy.list_pod_disruption_budget_for_all_namespaces,
+                policy.list_namespaced_pod_disruption_budget,
+            ),
+            "DaemonSet": (apps.list_daemon_set_for_all_namespaces, apps.list_namespaced_daemon_set),
+            "ReplicaSet": (
+                apps.list_replica_set_for_all_namespaces,
+                apps.list_namespaced_replica_set,
+            ),
+        }
+        everywhere, scoped = table[kind]
+        if namespace:
+            return lambda **kw: scoped(namespace, **kw)
+        return everywhere
+
+    def list(
+        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+    ) -> list[Obj]:
+        lister = self._lister(kind, namespace)
+        items: list[Obj] = []
+        token: str | None = None
+        with _converted(f"list {kind}"):
+            while True:
+                response = lister(
+                    label_selector=label_selector or None,
+                    field_selector=field_selector or None,
+                    limit=500,
+                    _continue=token,
+                    _preload_content=False,
+                    _request_timeout=self._timeout,
+                )
+                page = json.loads(response.data)
+                api_version = page.get("apiVersion", "v1")
+                for item in page.get("items") or []:
+                    item.setdefault("kind", kind)
+                    item.setdefault("apiVersion", api_version)
+                    items.append(item)
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    return items
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj:
+        core, apps, policy = self._core, self._apps, self._policy
+        readers: dict[str, Callable[..., Any]] = {
+            "Node": lambda **kw: core.read_node(name, **kw),
+            "Pod": lambda **kw: core.read_namespaced_pod(name, namespace, **kw),
+            "Event": lambda **kw: core.read_namespaced_event(name, namespace, **kw),
+            "PodDisruptionBudget": lambda **kw: policy.read_namespaced_pod_disruption_budget(
+                name, namespace, **kw
+            ),
+            "DaemonSet": lambda **kw: apps.read_namespaced_daemon_set(name, namespace, **kw),
+            "ReplicaSet": lambda **kw: apps.read_namespaced_replica_set(name, namespace, **kw),
+        }
+        with _converted(f"get {kind} {namespace + '/' if namespace else ''}{name}"):
+            response = readers[kind](_preload_content=False, _request_timeout=self._timeout)
+            obj: Obj = json.loads(response.data)
+            return obj
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
+        with _converted(f"patch node {name}"):
+            response: Any = self._core.patch_node(
+                name,
+                dict(patch),
+                _content_type=STRATEGIC_MERGE,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+            obj: Obj = json.loads(response.data)
+            return obj
+
+    def evict(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+        body = client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(grace_period_seconds=grace_period_s)
+            if grace_period_s is not None
+            else None,
+        )
+        with _converted(f"eviction of pod {namespace}/{name}"):
+            self._core.create_namespaced_pod_eviction(
+                name, namespace, body, _preload_content=False, _request_timeout=self._timeout
+            )
+
+    def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+        with _converted(f"delete pod {namespace}/{name}"):
+            self._core.delete_namespaced_pod(
+                name,
+                namespace,
+                grace_period_seconds=grace_period_s,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )

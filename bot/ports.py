@@ -1,0 +1,37 @@
+"""The edges of the pipeline as `typing.Protocol`s. The pipeline depends on these; adapters
+(the official kubernetes client, later Prometheus, Slack, SQLAlchemy) implement them, and
+tests swap in the simulator behind the real adapter rather than patching anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, Protocol
+
+Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet"]
+Obj = dict[str, Any]
+
+
+class Cluster(Protocol):
+    """The Kubernetes API, in plain JSON objects as the API server returns them.
+
+    Errors: `NotFound`, `PermanentError` (other 4xx), `EvictionBlocked` (429 on eviction),
+    `TemporaryError` (5xx, timeouts, connection failures).
+    """
+
+    def list(
+        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+    ) -> list[Obj]: ...
+
+    def get(self, kind: Kind, namespace: str, name: str) -> Obj: ...
+
+    def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
+        """A strategic merge patch, as kubectl cordon/label/taint send."""
+        ...
+
+    def evict(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+        """POST pods/NAME/eviction (policy/v1); PDBs are the server's to enforce."""
+        ...
+
+    def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+        """A direct delete: only ever for a drain a person approved with `force`."""
+        ...
