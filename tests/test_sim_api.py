@@ -268,3 +268,25 @@ def test_watch_from_a_version_too_old_is_410_gone() -> None:
         assert status == 410 and body["reason"] == "Expired"
     finally:
         server.stop()
+
+
+def test_a_pod_slow_to_stop_stays_terminating_for_its_shutdown_time(
+    api: SimulatedApiServer,
+) -> None:
+    import time
+
+    from bot.sim.store import SHUTDOWN_ANNOTATION
+
+    path = "/api/v1/namespaces/ml/pods/train-llm-0-worker-0"
+    call(
+        api,
+        "PATCH",
+        path,
+        {"metadata": {"annotations": {SHUTDOWN_ANNOTATION: "0.6"}}},
+        "application/merge-patch+json",
+    )
+    status, pod = call(api, "DELETE", path)
+    assert status == 200 and pod["metadata"]["deletionTimestamp"]
+    assert call(api, "GET", path)[0] == 200
+    time.sleep(1.0)
+    assert call(api, "GET", path)[0] == 404

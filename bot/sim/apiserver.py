@@ -10,6 +10,7 @@ binds 127.0.0.1 only and has no authentication, like a test apiserver.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -135,6 +136,13 @@ def _list_kind(resource: ResourceType) -> str:
     return f"{resource.kind}List"
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a finished watch, kubectl exiting) is normal, not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class SimulatedApiServer:
     """The HTTP server; `store` is the state tests and fault injection act on."""
 
@@ -164,7 +172,7 @@ class SimulatedApiServer:
             def do_DELETE(self) -> None:
                 server._handle(self, "DELETE")
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._http = _QuietServer(("127.0.0.1", port), Handler)
         self._http.daemon_threads = True
         self._thread: threading.Thread | None = None
 

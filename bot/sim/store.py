@@ -264,10 +264,26 @@ class Store:
     def delete(
         self, resource: ResourceType, namespace: str, name: str, grace: int | None = None
     ) -> Json:
-        """Delete as the registry and a prompt kubelet do: gone at once unless finalizers hold."""
+        """Delete as the registry and the simulated kubelet do.
+
+        Gone at once, unless finalizers hold the object (Terminating until they are removed)
+        or a pod's containers take time to stop: the annotation SHUTDOWN_ANNOTATION says
+        how many seconds after SIGTERM, capped by the grace period, as a kubelet would."""
         with self._lock:
             current = self._current(resource, namespace, name)
             meta = current["metadata"]
+            shutdown = _shutdown_seconds(current, grace) if resource.kind == "Pod" else 0.0
+            if shutdown > 0 and not meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    meta["deletionGracePeriodSeconds"] = int(shutdown)
+                    self._bump("MODIFIED", resource, current)
+                    timer = threading.Timer(
+                        shutdown, self._kubelet_done, (resource, namespace, name, meta["uid"])
+                    )
+                    timer.daemon = True
+                    timer.start()
+                return copy.deepcopy(current)
             if meta.get("finalizers"):
                 if not meta.get("deletionTimestamp"):
                     meta["deletionTimestamp"] = _now()
@@ -277,6 +293,17 @@ class Store:
             del self._objects[resource][(meta.get("namespace", ""), name)]
             self._bump("DELETED", resource, current)
             return copy.deepcopy(current)
+
+    def _kubelet_done(self, resource: ResourceType, namespace: str, name: str, uid: str) -> None:
+        """The containers have stopped: the kubelet removes the pod (if finalizers allow)."""
+        with self._lock:
+            current = self._objects[resource].get((namespace, name))
+            if current is None or current["metadata"].get("uid") != uid:
+                return
+            if current["metadata"].get("finalizers"):
+                return
+            del self._objects[resource][(namespace, name)]
+            self._bump("DELETED", resource, current)
 
     # ---- reads --------------------------------------------------------------------------
 
@@ -441,6 +468,21 @@ class Store:
             "status": "Success",
             "code": 201,
         }
+
+
+SHUTDOWN_ANNOTATION = "sim.gpubot.io/shutdown-seconds"
+
+
+def _shutdown_seconds(pod: Json, grace: int | None) -> float:
+    declared = ((pod.get("metadata") or {}).get("annotations") or {}).get(SHUTDOWN_ANNOTATION)
+    if not declared:
+        return 0.0
+    limit = (
+        grace
+        if grace is not None
+        else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+    )
+    return max(0.0, min(float(declared), float(limit)))
 
 
 def _ready(pod: Json) -> bool:
