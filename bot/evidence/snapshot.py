@@ -387,13 +387,18 @@ def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
         count_label=int(count_label) if count_label and count_label.isdigit() else None,
         present_label=labels.get(_GPU_LABEL) == "true",
         product=labels.get("nvidia.com/gpu.product"),
-        mig_capacity={
-            k: int_quantity(v) for k, v in capacity.items() if k.startswith(_MIG_RESOURCE_PREFIX)
-        },
-        mig_allocatable={
-            k: int_quantity(v) for k, v in allocatable.items() if k.startswith(_MIG_RESOURCE_PREFIX)
-        },
+        # The kubelet keeps a resource a plugin once registered at "0" until it registers
+        # again (after a reboot that lost the MIG layout): zero means not offered.
+        mig_capacity=_offered_mig(capacity),
+        mig_allocatable=_offered_mig(allocatable),
     )
+
+
+def _offered_mig(resources: Mapping[str, Any]) -> dict[str, int]:
+    counts = {
+        k: int_quantity(v) for k, v in resources.items() if k.startswith(_MIG_RESOURCE_PREFIX)
+    }
+    return {k: n for k, n in counts.items() if n > 0}
 
 
 def _driver_version(labels: Mapping[str, str]) -> str | None:
