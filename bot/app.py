@@ -6,9 +6,13 @@ the live cluster, Prometheus, the store and Slack here, and nowhere else.
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
@@ -29,6 +33,9 @@ from bot.rules.testing import (
     check,
     load_test_file,
 )
+from bot.sim.apiserver import SimulatedApiServer
+from bot.sim.scenarios import healthy_cluster
+from bot.sim.store import Store
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 
 
@@ -136,3 +143,28 @@ def demo_scenarios(settings: Settings) -> list[DemoScenario]:
             if test.demo:
                 scenarios.append(DemoScenario(test.name, test, where(index), file.parent, rules))
     return scenarios
+
+
+def start_simulator(gpu_nodes: int, port: int = 0) -> SimulatedApiServer:
+    store = Store()
+    store.load(healthy_cluster(gpu_nodes, now_utc())["items"])
+    return SimulatedApiServer(store, port).start()
+
+
+def inject_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:
+    """POST to a running simulator's control endpoint; its 4xx message becomes an InputError."""
+    body = json.dumps({"fault": fault, "node": node, "params": params}).encode()
+    request = urllib.request.Request(
+        server.rstrip("/") + "/_sim/faults",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            result: dict[str, Any] = json.loads(response.read())
+            return result
+    except urllib.error.HTTPError as exc:
+        raise InputError(fault, json.loads(exc.read()).get("message", str(exc))) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise InputError(server, f"no simulator answers: {exc}") from exc

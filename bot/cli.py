@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
@@ -32,6 +33,10 @@ app = typer.Typer(
 )
 rules_app = typer.Typer(help="Check and test rule files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
+sim_app = typer.Typer(
+    help="A simulated GPU cluster: the Kubernetes API kubectl trusts.", no_args_is_help=True
+)
+app.add_typer(sim_app, name="sim")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -217,6 +222,67 @@ def demo(
             settings,
         )
         print_diagnoses(outcome.diagnoses, console, language)
+
+
+@sim_app.command("serve")
+@handles_bad_input
+def sim_serve(
+    port: Annotated[int, typer.Option("--port", help="0 picks a free port.")] = 0,
+    nodes: Annotated[
+        int, typer.Option("--nodes", min=1, max=5000, help="8-GPU nodes in the pool.")
+    ] = 4,
+    kubeconfig_out: Annotated[
+        Path | None, typer.Option("--kubeconfig-out", help="Write a kubeconfig for kubectl here.")
+    ] = None,
+) -> None:
+    """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
+    server = pipeline.start_simulator(nodes, port)
+    typer.echo(f"simulated cluster: {server.url} ({nodes} GPU nodes)")
+    if kubeconfig_out is not None:
+        server.write_kubeconfig(kubeconfig_out)
+        typer.echo(f"kubeconfig: {kubeconfig_out}  (export KUBECONFIG={kubeconfig_out})")
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def _param(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InputError("--param", f"expected KEY=VALUE, got {text!r}")
+    if value.lstrip("-").isdigit():
+        return key, int(value)
+    if value in ("true", "false"):
+        return key, value == "true"
+    return key, value
+
+
+@sim_app.command("inject")
+@handles_bad_input
+def sim_inject(
+    fault: Annotated[
+        str, typer.Argument(help="zero-capacity, plugin-crashloop, xid, ecc-dbe, ...")
+    ],
+    node: Annotated[str, typer.Option("--node")],
+    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", help="KEY=VALUE, e.g. code=79.")
+    ] = None,
+    alerts_out: Annotated[
+        Path | None,
+        typer.Option("--alerts-out", help="Write the alerts it fires (webhook payload)."),
+    ] = None,
+) -> None:
+    """Make a fault happen on a node of a running simulated cluster."""
+    params = dict(_param(p) for p in param or [])
+    result = pipeline.inject_remote(server, fault, node, params)
+    for line in result["description"]:
+        typer.echo(line)
+    if alerts_out is not None:
+        alerts_out.write_text(json.dumps(result["payload"], indent=2))
 
 
 def main() -> None:  # pragma: no cover - console entry

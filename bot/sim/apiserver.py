@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from bot.sim import faults
 from bot.sim.store import BY_PLURAL, RESOURCES, ApiError, Json, ResourceType, Store
 
 KUBERNETES_VERSION = {
@@ -243,6 +244,8 @@ class SimulatedApiServer:
 
     def _dispatch(self, request: _Request, method: str) -> tuple[int, Json | str]:
         parts = request.parts
+        if parts == ["_sim", "faults"] and method == "POST":
+            return 201, self._inject(request.body())
         if method == "GET" and parts in (["version"], ["version", ""]):
             return 200, KUBERNETES_VERSION
         if method == "GET" and parts == ["api"]:
@@ -313,6 +316,28 @@ class SimulatedApiServer:
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )
+
+    def _inject(self, body: Any) -> Json:
+        """The simulator's own control endpoint (not Kubernetes): `gpubot sim inject`."""
+        if not isinstance(body, dict) or not body.get("fault") or not body.get("node"):
+            raise ApiError(
+                400, "BadRequest", 'expected {"fault": ..., "node": ..., "params": {...}}'
+            )
+        params = body.get("params") or {}
+        if not isinstance(params, dict):
+            raise ApiError(400, "BadRequest", "params must be an object")
+        try:
+            result = faults.inject(
+                self.store, str(body["fault"]), str(body["node"]), datetime.now(UTC), **params
+            )
+        except faults.FaultError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        return {
+            "fault": result.fault,
+            "node": result.node,
+            "description": result.description,
+            "payload": result.payload(),
+        }
 
     def _list(self, request: _Request, resource: ResourceType, namespace: str) -> Json:
         items, rv = self.store.list(

@@ -1,0 +1,111 @@
+"""End to end, as an on-call would try it: `gpubot sim serve`, a fault, kubectl's snapshot,
+`gpubot diagnose`. Real processes, the real kubectl."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl not installed")
+
+
+def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    kubeconfig = tmp_path / "kubeconfig"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "sim",
+            "serve",
+            "--nodes",
+            "4",
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline()
+    url = first.split()[2]
+    process.stdout.readline()
+    try:
+        yield url, kubeconfig
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_fault_to_diagnosis_through_kubectl(served: tuple[str, Path], tmp_path: Path) -> None:
+    url, kubeconfig = served
+    alerts = tmp_path / "alerts.json"
+    injected = gpubot(
+        "sim",
+        "inject",
+        "xid",
+        "--node",
+        "gpu-a2",
+        "--param",
+        "code=79",
+        "--param",
+        "gpu=3",
+        "--server",
+        url,
+        "--alerts-out",
+        str(alerts),
+    )
+    assert injected.returncode == 0, injected.stderr
+    assert "gpu-a2: GPU 3 reported Xid 79" in injected.stdout
+    snapshot = subprocess.run(
+        [
+            str(KUBECTL),
+            "get",
+            "nodes,pods,events,poddisruptionbudgets,daemonsets",
+            "-A",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        timeout=60,
+    )
+    assert snapshot.returncode == 0, snapshot.stderr
+    path = tmp_path / "snapshot.json"
+    path.write_text(snapshot.stdout)
+    done = gpubot("diagnose", "--snapshot", str(path), "--alerts", str(alerts), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    [diagnosis] = json.loads(done.stdout)["diagnoses"]
+    assert (diagnosis["rule"], diagnosis["node"]) == ("gpu-fell-off-bus", "gpu-a2")
+    assert diagnosis["proposals"] == [
+        {"action": "drain", "requires_approval": True, "force": False}
+    ]
+    assert "7 of 8" in diagnosis["questions"]["gpu_visible"]
+
+
+def test_bad_fault_and_missing_server_exit_2(served: tuple[str, Path]) -> None:
+    url, _ = served
+    bogus = gpubot("sim", "inject", "bogus", "--node", "gpu-a2", "--server", url)
+    assert bogus.returncode == 2 and "unknown fault 'bogus'" in bogus.stderr
+    nowhere = gpubot("sim", "inject", "xid", "--node", "gpu-a2", "--server", "http://127.0.0.1:9")
+    assert nowhere.returncode == 2 and "no simulator answers" in nowhere.stderr
+    bad_param = gpubot(
+        "sim", "inject", "xid", "--node", "gpu-a2", "--server", url, "--param", "code"
+    )
+    assert bad_param.returncode == 2 and "expected KEY=VALUE" in bad_param.stderr
