@@ -6,7 +6,8 @@ GpubotError
 ├── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
 ├── TemporaryError  a peer (the Kubernetes API, ...) failed in a way a retry may cure:
 │   │               5xx, 429, 409 on writes, timeouts, refused connections
-│   └── EvictionBlocked   429 from pods/eviction: a PodDisruptionBudget says not now
+│   ├── EvictionBlocked   429 from pods/eviction: a PodDisruptionBudget says not now
+│   └── WatchExpired      410 on a watch: the version is gone, list again and resume
 └── PermanentError  a peer refused for good (4xx other than 409/429): retrying is pointless
     └── NotFound    the object does not exist (any more)
 """
@@ -45,6 +46,10 @@ class TemporaryError(GpubotError):
 
 class EvictionBlocked(TemporaryError):
     """The API server refused an eviction with 429; the message says which budget."""
+
+
+class WatchExpired(TemporaryError):
+    """The watch's resourceVersion is older than the server's history: relist."""
 
 
 class PermanentError(GpubotError):

@@ -4,7 +4,8 @@ tests swap in the simulator behind the real adapter rather than patching anythin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import builtins
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet"]
@@ -21,6 +22,26 @@ class Cluster(Protocol):
     def list(
         self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
     ) -> list[Obj]: ...
+
+    def list_versioned(
+        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+    ) -> tuple[builtins.list[Obj], str]:
+        """The items and the list's resourceVersion, to watch from."""
+        ...
+
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_s: int = 300,
+    ) -> Iterator[tuple[str, Obj]]:
+        """(type, object) after `resource_version`, BOOKMARKs included, until the server ends
+        the stream; `WatchExpired` when the version is too old, `TemporaryError` when the
+        connection breaks."""
+        ...
 
     def get(self, kind: Kind, namespace: str, name: str) -> Obj: ...
 

@@ -7,6 +7,7 @@ snapshot parser reads, so live facts and offline snapshots go through one code p
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -16,8 +17,16 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
-from bot.errors import EvictionBlocked, GpubotError, NotFound, PermanentError, TemporaryError
+from bot.errors import (
+    EvictionBlocked,
+    GpubotError,
+    NotFound,
+    PermanentError,
+    TemporaryError,
+    WatchExpired,
+)
 from bot.ports import Kind, Obj
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -126,6 +135,11 @@ class KubeCluster:
     def list(
         self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
     ) -> list[Obj]:
+        return self.list_versioned(kind, namespace, label_selector, field_selector)[0]
+
+    def list_versioned(
+        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+    ) -> tuple[builtins.list[Obj], str]:
         lister = self._lister(kind, namespace)
         items: list[Obj] = []
         token: str | None = None
@@ -147,7 +161,48 @@ class KubeCluster:
                     items.append(item)
                 token = (page.get("metadata") or {}).get("continue")
                 if not token:
-                    return items
+                    return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+
+    def watch(
+        self,
+        kind: Kind,
+        resource_version: str,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        timeout_s: int = 300,
+    ) -> Iterator[tuple[str, Obj]]:
+        # Raw lines rather than kubernetes.watch.Watch: it deserialises every object into
+        # models (slow, memory-hungry at 100,000 pods) and mishandles ERROR events raw.
+        lister = self._lister(kind, namespace)
+        with _converted(f"watch {kind}"):
+            response = lister(
+                watch=True,
+                resource_version=resource_version or None,
+                allow_watch_bookmarks=True,
+                label_selector=label_selector or None,
+                field_selector=field_selector or None,
+                timeout_seconds=timeout_s,
+                _preload_content=False,
+                _request_timeout=(self._timeout, timeout_s + self._timeout),
+            )
+        try:
+            with _converted(f"watch {kind}"):
+                for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                    if not line:
+                        continue
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        message = f"watch {kind}: {obj.get('message', 'error')}"
+                        if obj.get("code") == 410:
+                            raise WatchExpired(message)
+                        raise TemporaryError(message)
+                    obj.setdefault("kind", kind)
+                    yield str(event.get("type")), obj
+        finally:
+            response.close()
+            response.release_conn()
 
     def get(self, kind: Kind, namespace: str, name: str) -> Obj:
         core, apps, policy = self._core, self._apps, self._policy

@@ -23,7 +23,15 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from bot.sim import faults
-from bot.sim.store import BY_PLURAL, RESOURCES, ApiError, Json, ResourceType, Store
+from bot.sim.store import (
+    BY_PLURAL,
+    RESOURCES,
+    ApiError,
+    Json,
+    ResourceType,
+    Store,
+    WatchEvent,
+)
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -215,6 +223,12 @@ class SimulatedApiServer:
 
     def _handle(self, handler: BaseHTTPRequestHandler, method: str) -> None:
         request = _Request(handler)
+        if self._stop.is_set():
+            # A stopped server drops its kept-alive connections, as a restarted one would.
+            handler.close_connection = True
+            stopping = ApiError(503, "ServiceUnavailable", "the simulated API server is stopping")
+            self._send(handler, 503, json.dumps(stopping.status()).encode(), "application/json")
+            return
         try:
             if method == "GET" and request.query.get("watch") in ("1", "true"):
                 self._watch(request)
@@ -380,15 +394,23 @@ class SimulatedApiServer:
                 request.query.get("labelSelector", ""),
                 request.query.get("fieldSelector", ""),
             )
-        events = self.store.watch(
-            resource,
-            namespace,
-            since,
-            request.query.get("labelSelector", ""),
-            request.query.get("fieldSelector", ""),
-            stop=self._stop,
-            timeout_s=timeout,
-        )
+        expired: ApiError | None = None
+        events: Iterator[WatchEvent] = iter(())
+        try:
+            events = self.store.watch(
+                resource,
+                namespace,
+                since,
+                request.query.get("labelSelector", ""),
+                request.query.get("fieldSelector", ""),
+                stop=self._stop,
+                timeout_s=timeout,
+            )
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+            # As the real server: 200, then one ERROR event carrying the 410 Status.
+            expired = exc
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Transfer-Encoding", "chunked")
@@ -400,6 +422,8 @@ class SimulatedApiServer:
             handler.wfile.flush()
 
         try:
+            if expired is not None:
+                chunk({"type": "ERROR", "object": expired.status()})
             for obj in initial:
                 chunk({"type": "ADDED", "object": obj})
             if bookmarks:

@@ -115,12 +115,12 @@ class WatchEvent:
 
 
 class Store:
-    def __init__(self) -> None:
+    def __init__(self, history: int = _HISTORY) -> None:
         self._lock = threading.Condition(threading.RLock())
         self._rv = itertools.count(1000)
         self.resource_version = 1000
         self._objects: dict[ResourceType, dict[tuple[str, str], Json]] = {r: {} for r in RESOURCES}
-        self._history: deque[WatchEvent] = deque(maxlen=_HISTORY)
+        self._history: deque[WatchEvent] = deque(maxlen=history)
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []

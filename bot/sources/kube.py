@@ -1,0 +1,379 @@
+"""Kubernetes watches -> Signals.
+
+Two halves: pure functions that compare an object before and after a change and say which
+lifecycle signal that is (Ready transitions, GPU allocatable, reboots by bootID, MIG / driver
+/ upgrade labels, cordons, crash loops and restarts, FailedScheduling of GPU pods), and an
+informer that keeps a cache through the Cluster port: list, watch from the list's version,
+resume from the last seen version when a stream ends, relist and diff on 410 Gone. A change
+is never dropped: after a gap the diff against the cache still reports it.
+
+It never acts; it only reports what it saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from bot.errors import TemporaryError, WatchExpired
+from bot.kubeobjects import labels_of, name_of, namespace_of
+from bot.model import Signal
+from bot.ports import Cluster, Kind, Obj
+
+Clock = Callable[[], datetime]
+Handler = Callable[[Obj | None, Obj | None], None]
+
+_MIG_STATE = "nvidia.com/mig.config.state"
+_DRIVER = "nvidia.com/cuda.driver-version.full"
+_UPGRADE = "nvidia.com/gpu-driver-upgrade-state"
+_WATCHED_LABELS = {
+    _MIG_STATE: "MIGConfigStateChanged",
+    _DRIVER: "DriverVersionChanged",
+    _UPGRADE: "DriverUpgradeStateChanged",
+}
+
+
+def _signal(
+    name: str,
+    node: str | None,
+    obj: Obj,
+    now: datetime,
+    labels: dict[str, str],
+    status: str = "firing",
+) -> Signal:
+    meta = obj.get("metadata") or {}
+    # One change, one fingerprint: the same transition seen again after a relist dedups.
+    identity = f"{name}/{node}/{meta.get('uid', '')}/{meta.get('resourceVersion', '')}"
+    return Signal(
+        source="kube",
+        name=name,
+        status="resolved" if status == "resolved" else "firing",
+        node=node,
+        labels={"alertname": name, **({"node": node} if node else {}), **labels},
+        starts_at=now,
+        fingerprint=hashlib.sha256(identity.encode()).hexdigest()[:16],
+    )
+
+
+def _ready(node: Obj | None) -> str:
+    for condition in ((node or {}).get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return str(condition.get("status"))
+    return "Unknown" if node else ""
+
+
+def _gpus(node: Obj | None, resource: str) -> int | None:
+    value = (((node or {}).get("status") or {}).get("allocatable") or {}).get(resource)
+    return None if value is None else int(str(value) or 0)
+
+
+def node_signals(
+    old: Obj | None, new: Obj | None, now: datetime, gpu_resource: str = "nvidia.com/gpu"
+) -> list[Signal]:
+    if new is None:
+        return []
+    name = name_of(new)
+    signals: list[Signal] = []
+    before, after = _ready(old), _ready(new)
+    if after != "True" and before != after:
+        signals.append(
+            _signal("NodeNotReady", name, new, now, {"from": before or "none", "to": after})
+        )
+    elif after == "True" and before not in ("", "True"):
+        signals.append(_signal("NodeReady", name, new, now, {"from": before}, "resolved"))
+    if old is None:
+        return signals
+    was, now_gpus = _gpus(old, gpu_resource), _gpus(new, gpu_resource)
+    if was != now_gpus:
+        signals.append(
+            _signal(
+                "GPUAllocatableChanged",
+                name,
+                new,
+                now,
+                {"from": str(was), "to": str(now_gpus)},
+                "firing" if (now_gpus or 0) < (was or 0) else "resolved",
+            )
+        )
+    boot_before = ((old.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+    boot_after = ((new.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+    if boot_before and boot_after and boot_before != boot_after:
+        signals.append(
+            _signal("NodeRebooted", name, new, now, {"from": boot_before, "to": boot_after})
+        )
+    old_labels, new_labels = labels_of(old), labels_of(new)
+    for label, signal_name in _WATCHED_LABELS.items():
+        if old_labels.get(label) != new_labels.get(label):
+            signals.append(
+                _signal(
+                    signal_name,
+                    name,
+                    new,
+                    now,
+                    {"from": old_labels.get(label, ""), "to": new_labels.get(label, "")},
+                )
+            )
+    was_cordoned = bool((old.get("spec") or {}).get("unschedulable"))
+    is_cordoned = bool((new.get("spec") or {}).get("unschedulable"))
+    if was_cordoned != is_cordoned:
+        signals.append(
+            _signal("NodeCordoned" if is_cordoned else "NodeUncordoned", name, new, now, {})
+        )
+    return signals
+
+
+def _statuses(pod: Obj | None) -> dict[str, Obj]:
+    status = (pod or {}).get("status") or {}
+    return {
+        str(s.get("name")): s
+        for s in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]
+    }
+
+
+def pod_signals(old: Obj | None, new: Obj | None, now: datetime) -> list[Signal]:
+    if new is None:
+        return []
+    node = (new.get("spec") or {}).get("nodeName")
+    base = {"pod": name_of(new), "namespace": namespace_of(new)}
+    app = labels_of(new).get("app")
+    if app:
+        base["app"] = app
+    signals = []
+    before = _statuses(old)
+    for container, status in _statuses(new).items():
+        reason = ((status.get("state") or {}).get("waiting") or {}).get("reason")
+        old_status = before.get(container) or {}
+        old_reason = ((old_status.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason == "CrashLoopBackOff" and old_reason != "CrashLoopBackOff":
+            signals.append(
+                _signal(
+                    "PodCrashLoopBackOff",
+                    node,
+                    new,
+                    now,
+                    {
+                        **base,
+                        "container": container,
+                        "restarts": str(status.get("restartCount", 0)),
+                    },
+                )
+            )
+        elif old is not None and int(status.get("restartCount") or 0) > int(
+            old_status.get("restartCount") or 0
+        ):
+            signals.append(
+                _signal(
+                    "PodRestarted",
+                    node,
+                    new,
+                    now,
+                    {
+                        **base,
+                        "container": container,
+                        "restarts": str(status.get("restartCount", 0)),
+                    },
+                )
+            )
+    return signals
+
+
+def event_signals(event: Obj, now: datetime, gpu_pods: set[tuple[str, str]]) -> list[Signal]:
+    """A scheduler's FailedScheduling for a pod that asks for GPUs."""
+    involved = event.get("involvedObject") or {}
+    key = (str(involved.get("namespace", "")), str(involved.get("name", "")))
+    if event.get("reason") != "FailedScheduling" or key not in gpu_pods:
+        return []
+    labels = {"pod": key[1], "namespace": key[0], "message": str(event.get("message", ""))[:500]}
+    return [_signal("GPUPodUnschedulable", None, event, now, labels)]
+
+
+def requests_gpu(pod: Obj) -> bool:
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        if any(k.startswith("nvidia.com/") for k in wanted):
+            return True
+    return False
+
+
+class Informer:
+    """A cache of one kind kept current by list + watch; calls `handler(old, new)` per change."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        kind: Kind,
+        handler: Handler,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        watch_timeout_s: int = 300,
+        retry_delay_s: float = 1.0,
+    ) -> None:
+        self.cluster = cluster
+        self.kind = kind
+        self.handler = handler
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.watch_timeout_s = watch_timeout_s
+        self.retry_delay_s = retry_delay_s
+        self.cache: dict[tuple[str, str], Obj] = {}
+        self.resource_version = ""
+        self.relists = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def _key(obj: Obj) -> tuple[str, str]:
+        return namespace_of(obj), name_of(obj)
+
+    def sync(self) -> None:
+        """List, and report every difference from the cache (all objects, the first time)."""
+        items, version = self.cluster.list_versioned(
+            self.kind, self.namespace, self.label_selector, self.field_selector
+        )
+        fresh = {self._key(item): item for item in items}
+        for key, item in fresh.items():
+            old = self.cache.get(key)
+            old_rv = (old or {}).get("metadata", {}).get("resourceVersion")
+            if old is None or old_rv != item.get("metadata", {}).get("resourceVersion"):
+                self.handler(old, item)
+        for key, old in self.cache.items():
+            if key not in fresh:
+                self.handler(old, None)
+        self.cache = fresh
+        self.resource_version = version
+        self.relists += 1
+
+    def watch_once(self) -> None:
+        """One watch stream, to its end; a 410 relists instead."""
+        try:
+            for event_type, obj in self.cluster.watch(
+                self.kind,
+                self.resource_version,
+                self.namespace,
+                self.label_selector,
+                self.field_selector,
+                self.watch_timeout_s,
+            ):
+                version = (obj.get("metadata") or {}).get("resourceVersion")
+                if event_type != "BOOKMARK":
+                    key = self._key(obj)
+                    old = self.cache.get(key)
+                    if event_type == "DELETED":
+                        self.cache.pop(key, None)
+                        self.handler(old, None)
+                    else:
+                        self.cache[key] = obj
+                        self.handler(old, obj)
+                if version:
+                    self.resource_version = str(version)
+                if self._stop.is_set():
+                    return
+        except WatchExpired:
+            self.sync()
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if not self.relists:
+                    self.sync()
+                started = time.monotonic()
+                self.watch_once()
+                if time.monotonic() - started < 0.05:
+                    # A stream that ends at once (a server shutting down): do not spin.
+                    self._stop.wait(self.retry_delay_s)
+            except TemporaryError:
+                # The API server is away: wait, then resume from the last version seen.
+                self._stop.wait(self.retry_delay_s)
+
+    def start(self) -> Informer:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        """Ask the thread to end; it does at the next event or stream end (it is a daemon)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+
+class KubeSignals:
+    """Watches nodes, GPU pods and events, and hands every derived Signal to `emit`."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        emit: Callable[[Signal], None],
+        *,
+        clock: Clock = lambda: datetime.now(UTC),
+        gpu_resource: str = "nvidia.com/gpu",
+        operator_namespaces: tuple[str, ...] = ("gpu-operator",),
+        watch_timeout_s: int = 300,
+    ) -> None:
+        self.emit = emit
+        self.clock = clock
+        self.gpu_resource = gpu_resource
+        self.operator_namespaces = operator_namespaces
+        self.gpu_pods: set[tuple[str, str]] = set()
+        self.informers = [
+            Informer(cluster, "Node", self._on_node, watch_timeout_s=watch_timeout_s),
+            Informer(cluster, "Pod", self._on_pod, watch_timeout_s=watch_timeout_s),
+            Informer(cluster, "Event", self._on_event, watch_timeout_s=watch_timeout_s),
+        ]
+
+    def _send(self, signals: list[Signal]) -> None:
+        for signal in signals:
+            self.emit(signal)
+
+    def _on_node(self, old: Obj | None, new: Obj | None) -> None:
+        self._send(node_signals(old, new, self.clock(), self.gpu_resource))
+
+    def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
+        pod = new or old or {}
+        key = (namespace_of(pod), name_of(pod))
+        relevant = namespace_of(pod) in self.operator_namespaces or requests_gpu(pod)
+        if new is None or not relevant:
+            self.gpu_pods.discard(key)
+            return
+        if requests_gpu(new):
+            self.gpu_pods.add(key)
+        self._send(pod_signals(old, new, self.clock()))
+
+    def _on_event(self, old: Obj | None, new: Obj | None) -> None:
+        if new is not None:
+            self._send(event_signals(new, self.clock(), self.gpu_pods))
+
+    def start(self) -> KubeSignals:
+        nodes, pods, events = self.informers
+        nodes.start()
+        pods.start()
+        # Events name pods: know which pods ask for GPUs before reading any event.
+        deadline = time.monotonic() + 30
+        while not pods.relists and time.monotonic() < deadline:
+            time.sleep(0.02)
+        events.start()
+        return self
+
+    def stop(self) -> None:
+        for informer in self.informers:
+            informer.stop(timeout_s=0)
+        for informer in self.informers:
+            informer.stop(timeout_s=0.5)
+
+    def wait_synced(self, timeout_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if all(i.relists for i in self.informers):
+                return True
+            time.sleep(0.05)
+        return False
