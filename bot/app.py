@@ -34,6 +34,7 @@ from bot.rules.testing import (
     load_test_file,
 )
 from bot.sim.apiserver import SimulatedApiServer
+from bot.sim.metrics import DcgmExporterServer
 from bot.sim.scenarios import healthy_cluster
 from bot.sim.store import Store
 from bot.sources.alertmanager import signals_from_payload, validate_payload
@@ -145,10 +146,23 @@ def demo_scenarios(settings: Settings) -> list[DemoScenario]:
     return scenarios
 
 
-def start_simulator(gpu_nodes: int, port: int = 0) -> SimulatedApiServer:
+@dataclass
+class Simulation:
+    """A running simulated cluster: its Kubernetes API and its dcgm-exporter endpoints."""
+
+    api: SimulatedApiServer
+    metrics: DcgmExporterServer
+
+    def stop(self) -> None:
+        self.metrics.stop()
+        self.api.stop()
+
+
+def start_simulator(gpu_nodes: int, port: int = 0, metrics_port: int = 0) -> Simulation:
     store = Store()
     store.load(healthy_cluster(gpu_nodes, now_utc())["items"])
-    return SimulatedApiServer(store, port).start()
+    api = SimulatedApiServer(store, port).start()
+    return Simulation(api, DcgmExporterServer(store, metrics_port).start())
 
 
 def inject_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:

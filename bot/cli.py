@@ -236,17 +236,18 @@ def sim_serve(
     ] = None,
 ) -> None:
     """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
-    server = pipeline.start_simulator(nodes, port)
-    typer.echo(f"simulated cluster: {server.url} ({nodes} GPU nodes)")
+    simulation = pipeline.start_simulator(nodes, port)
+    typer.echo(f"simulated cluster: {simulation.api.url} ({nodes} GPU nodes)")
     if kubeconfig_out is not None:
-        server.write_kubeconfig(kubeconfig_out)
+        simulation.api.write_kubeconfig(kubeconfig_out)
         typer.echo(f"kubeconfig: {kubeconfig_out}  (export KUBECONFIG={kubeconfig_out})")
+    typer.echo(f"dcgm-exporter metrics: {simulation.metrics.url}/metrics/NODE")
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop()
+        simulation.stop()
 
 
 def _param(text: str) -> tuple[str, Any]:

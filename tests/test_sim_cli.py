@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def served(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
     kubeconfig = tmp_path / "kubeconfig"
     process = subprocess.Popen(
         [
@@ -45,15 +46,16 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     first = process.stdout.readline()
     url = first.split()[2]
     process.stdout.readline()
+    metrics = process.stdout.readline().split()[2].removesuffix("/NODE")
     try:
-        yield url, kubeconfig
+        yield url, kubeconfig, metrics
     finally:
         process.terminate()
         process.wait(timeout=10)
 
 
-def test_fault_to_diagnosis_through_kubectl(served: tuple[str, Path], tmp_path: Path) -> None:
-    url, kubeconfig = served
+def test_fault_to_diagnosis_through_kubectl(served: tuple[str, Path, str], tmp_path: Path) -> None:
+    url, kubeconfig, metrics = served
     alerts = tmp_path / "alerts.json"
     injected = gpubot(
         "sim",
@@ -97,10 +99,14 @@ def test_fault_to_diagnosis_through_kubectl(served: tuple[str, Path], tmp_path: 
         {"action": "drain", "requires_approval": True, "force": False}
     ]
     assert "7 of 8" in diagnosis["questions"]["gpu_visible"]
+    with urllib.request.urlopen(f"{metrics}/gpu-a2", timeout=10) as response:
+        text = response.read().decode()
+    assert "DCGM_FI_DEV_XID_ERRORS" in text
+    assert 'gpu="3"' not in text  # a GPU off the bus has no series, as with dcgm-exporter
 
 
-def test_bad_fault_and_missing_server_exit_2(served: tuple[str, Path]) -> None:
-    url, _ = served
+def test_bad_fault_and_missing_server_exit_2(served: tuple[str, Path, str]) -> None:
+    url, _, _ = served
     bogus = gpubot("sim", "inject", "bogus", "--node", "gpu-a2", "--server", url)
     assert bogus.returncode == 2 and "unknown fault 'bogus'" in bogus.stderr
     nowhere = gpubot("sim", "inject", "xid", "--node", "gpu-a2", "--server", "http://127.0.0.1:9")
