@@ -158,9 +158,11 @@ class Simulation:
         self.api.stop()
 
 
-def start_simulator(gpu_nodes: int, port: int = 0, metrics_port: int = 0) -> Simulation:
+def start_simulator(
+    gpu_nodes: int, port: int = 0, metrics_port: int = 0, pods_per_node: int = 2
+) -> Simulation:
     store = Store()
-    store.load(healthy_cluster(gpu_nodes, now_utc())["items"])
+    store.load(healthy_cluster(gpu_nodes, now_utc(), pods_per_node=pods_per_node)["items"])
     api = SimulatedApiServer(store, port).start()
     return Simulation(api, DcgmExporterServer(store, metrics_port).start())
 

@@ -234,9 +234,12 @@ def sim_serve(
     kubeconfig_out: Annotated[
         Path | None, typer.Option("--kubeconfig-out", help="Write a kubeconfig for kubectl here.")
     ] = None,
+    pods_per_node: Annotated[
+        int, typer.Option("--pods-per-node", min=1, max=100, help="Workload pods per GPU node.")
+    ] = 2,
 ) -> None:
     """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
-    simulation = pipeline.start_simulator(nodes, port)
+    simulation = pipeline.start_simulator(nodes, port, pods_per_node=pods_per_node)
     typer.echo(f"simulated cluster: {simulation.api.url} ({nodes} GPU nodes)")
     if kubeconfig_out is not None:
         simulation.api.write_kubeconfig(kubeconfig_out)

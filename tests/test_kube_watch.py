@@ -191,3 +191,21 @@ def test_the_informer_survives_the_api_server_going_away() -> None:
         informer.stop()
         cluster.close()
         server.stop()
+
+
+def test_caches_hold_trimmed_objects_and_only_pods_that_matter(sim_cluster: Sim) -> None:
+    _, cluster = sim_cluster
+    watcher, _ = _collect(cluster)
+    try:
+        nodes, pods, events = watcher.informers
+        namespaces = {ns for ns, _ in pods.cache}
+        assert namespaces == {"gpu-operator", "ml"}  # no metrics agents: they ask for no GPU
+        pod = pods.cache[("ml", "train-llm-0-worker-0")]
+        assert set(pod) <= {"kind", "metadata", "spec", "status"}
+        assert "volumes" not in pod["spec"] and "tolerations" not in pod["spec"]
+        assert pod["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "8"}
+        node = nodes.cache[("", "gpu-a1")]
+        assert set(node["status"]) == {"conditions", "allocatable", "nodeInfo"}
+        assert events.cache == {}
+    finally:
+        watcher.stop()

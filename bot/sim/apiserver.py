@@ -9,6 +9,7 @@ binds 127.0.0.1 only and has no authentication, like a test apiserver.
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import threading
@@ -354,21 +355,25 @@ class SimulatedApiServer:
         }
 
     def _list(self, request: _Request, resource: ResourceType, namespace: str) -> Json:
-        items, rv = self.store.list(
+        token = request.query.get("continue") or ""
+        try:
+            after = tuple(json.loads(base64.urlsafe_b64decode(token))) if token else None
+            limit = int(request.query.get("limit") or 0)
+        except (ValueError, TypeError) as exc:
+            raise ApiError(400, "BadRequest", f"invalid continue token or limit: {exc}") from exc
+        items, rv, following = self.store.list_page(
             resource,
             namespace,
             request.query.get("labelSelector", ""),
             request.query.get("fieldSelector", ""),
+            limit,
+            (str(after[0]), str(after[1])) if after and len(after) == 2 else None,
         )
-        start = int(request.query.get("continue") or 0)
-        limit = int(request.query.get("limit") or 0)
         metadata: Json = {"resourceVersion": str(rv)}
-        if limit and start + limit < len(items):
-            metadata["continue"] = str(start + limit)
-            metadata["remainingItemCount"] = len(items) - start - limit
-            items = items[start : start + limit]
-        else:
-            items = items[start:]
+        if following is not None:
+            metadata["continue"] = base64.urlsafe_b64encode(
+                json.dumps(list(following)).encode()
+            ).decode()
         return {
             "kind": _list_kind(resource),
             "apiVersion": resource.api_version,

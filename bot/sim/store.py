@@ -9,6 +9,8 @@ sends, so the HTTP layer only serialises them.
 
 from __future__ import annotations
 
+import bisect
+import builtins
 import copy
 import itertools
 import threading
@@ -121,6 +123,8 @@ class Store:
         self.resource_version = 1000
         self._objects: dict[ResourceType, dict[tuple[str, str], Json]] = {r: {} for r in RESOURCES}
         self._history: deque[WatchEvent] = deque(maxlen=history)
+        self._key_index: dict[ResourceType, list[tuple[str, str]]] = {}
+        """Sorted keys per resource for paging, dropped whenever one is added or removed."""
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []
@@ -129,6 +133,8 @@ class Store:
     # ---- writes -------------------------------------------------------------------------
 
     def _bump(self, event_type: str, resource: ResourceType, obj: Json) -> None:
+        if event_type != "MODIFIED":
+            self._key_index.pop(resource, None)
         self.resource_version = next(self._rv)
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
         self._history.append(
@@ -321,24 +327,55 @@ class Store:
         label_selector: str = "",
         field_selector: str = "",
     ) -> tuple[list[Json], int]:
+        items, rv, _ = self.list_page(resource, namespace, label_selector, field_selector)
+        return items, rv
+
+    def _sorted_keys(self, resource: ResourceType) -> builtins.list[tuple[str, str]]:
+        keys = self._key_index.get(resource)
+        if keys is None:
+            keys = self._key_index[resource] = sorted(self._objects[resource])
+        return keys
+
+    def list_page(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        after: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[Json], int, tuple[str, str] | None]:
+        """Items in (namespace, name) order after `after`, at most `limit` (0: all), and the
+        key to continue after when more remain: paging costs what the page holds."""
         try:
             labels = parse_label_selector(label_selector)
             fields = parse_field_selector(field_selector, resource.plural)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
+        items: builtins.list[Json] = []
+        following: tuple[str, str] | None = None
         with self._lock:
-            items = [
-                copy.deepcopy(obj)
-                for (ns, _), obj in sorted(self._objects[resource].items())
-                if (not namespace or ns == namespace)
-                and labels.matches(labels_of(obj))
-                and fields.matches(obj)
-            ]
+            keys = self._sorted_keys(resource)
+            start = bisect.bisect_right(keys, after) if after else 0
+            objects = self._objects[resource]
+            for key in itertools.islice(keys, start, None):
+                obj = objects[key]
+                if namespace and key[0] != namespace:
+                    continue
+                if not (labels.matches(labels_of(obj)) and fields.matches(obj)):
+                    continue
+                if limit and len(items) == limit:
+                    following = (
+                        items[-1]["metadata"].get("namespace", ""),
+                        items[-1]["metadata"]["name"],
+                    )
+                    break
+                items.append(copy.deepcopy(obj))
             rv = self.resource_version
         if resource.kind == "PodDisruptionBudget":
             for item in items:
                 item["status"] = self.pdb_status(item)
-        return items, rv
+        return items, rv, following
 
     def watch(
         self,

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from bot.errors import TemporaryError, WatchExpired
 from bot.kubeobjects import labels_of, name_of, namespace_of
@@ -202,8 +203,79 @@ def requests_gpu(pod: Obj) -> bool:
     return False
 
 
+def _pick(obj: Obj, *paths: tuple[str, ...]) -> Obj:
+    out: Obj = {}
+    for path in paths:
+        source: Any = obj
+        for key in path:
+            source = source.get(key) if isinstance(source, dict) else None
+        if source is None:
+            continue
+        target = out
+        for key in path[:-1]:
+            target = target.setdefault(key, {})
+        target[path[-1]] = source
+    return out
+
+
+_META = (
+    ("kind",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "uid"),
+    ("metadata", "resourceVersion"),
+    ("metadata", "labels"),
+)
+
+
+def slim_node(node: Obj) -> Obj:
+    """What node_signals reads, and nothing else: the cache holds 5,000 of these."""
+    return _pick(
+        node,
+        *_META,
+        ("spec", "unschedulable"),
+        ("status", "conditions"),
+        ("status", "allocatable"),
+        ("status", "nodeInfo", "bootID"),
+    )
+
+
+def slim_pod(pod: Obj) -> Obj:
+    """What pod_signals and requests_gpu read; statuses keep only name, restarts and state."""
+    slim = _pick(pod, *_META, ("spec", "nodeName"), ("status", "phase"))
+    containers = []
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        gpu = {k: v for k, v in wanted.items() if k.startswith("nvidia.com/")}
+        containers.append({"name": container.get("name"), "resources": {"requests": gpu}})
+    slim.setdefault("spec", {})["containers"] = containers
+    for field in ("initContainerStatuses", "containerStatuses"):
+        statuses = ((pod.get("status") or {}).get(field)) or []
+        if statuses:
+            slim.setdefault("status", {})[field] = [
+                {
+                    "name": s.get("name"),
+                    "restartCount": s.get("restartCount", 0),
+                    "state": {"waiting": (s.get("state") or {}).get("waiting")}
+                    if (s.get("state") or {}).get("waiting")
+                    else {},
+                }
+                for s in statuses
+            ]
+    return slim
+
+
+def slim_event(event: Obj) -> Obj:
+    return _pick(event, *_META, ("involvedObject",), ("reason",), ("message",))
+
+
 class Informer:
-    """A cache of one kind kept current by list + watch; calls `handler(old, new)` per change."""
+    """A cache of one kind kept current by list + watch; calls `handler(old, new)` per change.
+
+    `project` trims each object before it is cached and handed on (the cache of a large
+    cluster is the bot's biggest memory cost); `keep` leaves objects of no interest out of
+    the cache altogether (they are still handed on once, as `(None, obj)`)."""
 
     def __init__(
         self,
@@ -216,7 +288,11 @@ class Informer:
         field_selector: str = "",
         watch_timeout_s: int = 300,
         retry_delay_s: float = 1.0,
+        project: Callable[[Obj], Obj] = lambda obj: obj,
+        keep: Callable[[Obj], bool] = lambda obj: True,
     ) -> None:
+        self.project = project
+        self.keep = keep
         self.cluster = cluster
         self.kind = kind
         self.handler = handler
@@ -240,16 +316,21 @@ class Informer:
         items, version = self.cluster.list_versioned(
             self.kind, self.namespace, self.label_selector, self.field_selector
         )
-        fresh = {self._key(item): item for item in items}
-        for key, item in fresh.items():
+        fresh: dict[tuple[str, str], Obj] = {}
+        for raw in items:
+            item = self.project(raw)
+            key = self._key(item)
             old = self.cache.get(key)
             old_rv = (old or {}).get("metadata", {}).get("resourceVersion")
             if old is None or old_rv != item.get("metadata", {}).get("resourceVersion"):
                 self.handler(old, item)
+            if self.keep(item):
+                fresh[key] = item
         for key, old in self.cache.items():
             if key not in fresh:
                 self.handler(old, None)
         self.cache = fresh
+        del items
         self.resource_version = version
         self.relists += 1
 
@@ -266,13 +347,17 @@ class Informer:
             ):
                 version = (obj.get("metadata") or {}).get("resourceVersion")
                 if event_type != "BOOKMARK":
+                    obj = self.project(obj)
                     key = self._key(obj)
                     old = self.cache.get(key)
                     if event_type == "DELETED":
                         self.cache.pop(key, None)
                         self.handler(old, None)
                     else:
-                        self.cache[key] = obj
+                        if self.keep(obj):
+                            self.cache[key] = obj
+                        else:
+                            self.cache.pop(key, None)
                         self.handler(old, obj)
                 if version:
                     self.resource_version = str(version)
@@ -326,9 +411,26 @@ class KubeSignals:
         self.operator_namespaces = operator_namespaces
         self.gpu_pods: set[tuple[str, str]] = set()
         self.informers = [
-            Informer(cluster, "Node", self._on_node, watch_timeout_s=watch_timeout_s),
-            Informer(cluster, "Pod", self._on_pod, watch_timeout_s=watch_timeout_s),
-            Informer(cluster, "Event", self._on_event, watch_timeout_s=watch_timeout_s),
+            Informer(
+                cluster, "Node", self._on_node, watch_timeout_s=watch_timeout_s, project=slim_node
+            ),
+            Informer(
+                cluster,
+                "Pod",
+                self._on_pod,
+                watch_timeout_s=watch_timeout_s,
+                project=slim_pod,
+                keep=self._relevant,
+            ),
+            # Events only ever matter when new: cache none of them (a relist re-reads them).
+            Informer(
+                cluster,
+                "Event",
+                self._on_event,
+                watch_timeout_s=watch_timeout_s,
+                project=slim_event,
+                keep=lambda event: False,
+            ),
         ]
 
     def _send(self, signals: list[Signal]) -> None:
@@ -338,11 +440,13 @@ class KubeSignals:
     def _on_node(self, old: Obj | None, new: Obj | None) -> None:
         self._send(node_signals(old, new, self.clock(), self.gpu_resource))
 
+    def _relevant(self, pod: Obj) -> bool:
+        return namespace_of(pod) in self.operator_namespaces or requests_gpu(pod)
+
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         pod = new or old or {}
         key = (namespace_of(pod), name_of(pod))
-        relevant = namespace_of(pod) in self.operator_namespaces or requests_gpu(pod)
-        if new is None or not relevant:
+        if new is None or not self._relevant(pod):
             self.gpu_pods.discard(key)
             return
         if requests_gpu(new):
