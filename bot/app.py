@@ -34,6 +34,7 @@ from bot.rules.testing import (
     load_test_file,
 )
 from bot.sim.apiserver import SimulatedApiServer
+from bot.sim.controllers import Controllers
 from bot.sim.metrics import DcgmExporterServer
 from bot.sim.scenarios import healthy_cluster
 from bot.sim.store import Store
@@ -152,19 +153,31 @@ class Simulation:
 
     api: SimulatedApiServer
     metrics: DcgmExporterServer
+    controllers: Controllers | None
 
     def stop(self) -> None:
+        if self.controllers is not None:
+            self.controllers.stop()
         self.metrics.stop()
         self.api.stop()
 
 
 def start_simulator(
-    gpu_nodes: int, port: int = 0, metrics_port: int = 0, pods_per_node: int = 2
+    gpu_nodes: int,
+    port: int = 0,
+    metrics_port: int = 0,
+    pods_per_node: int = 2,
+    controllers: bool = True,
 ) -> Simulation:
+    """The API, the dcgm-exporter endpoints and (unless asked not to) the simulated
+    scheduler, kubelet, ReplicaSet/Job and DaemonSet controllers."""
     store = Store()
     store.load(healthy_cluster(gpu_nodes, now_utc(), pods_per_node=pods_per_node)["items"])
     api = SimulatedApiServer(store, port).start()
-    return Simulation(api, DcgmExporterServer(store, metrics_port).start())
+    loops = Controllers(store) if controllers else None
+    if loops is not None:
+        loops.start()
+    return Simulation(api, DcgmExporterServer(store, metrics_port).start(), loops)
 
 
 def inject_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -237,9 +237,19 @@ def sim_serve(
     pods_per_node: Annotated[
         int, typer.Option("--pods-per-node", min=1, max=100, help="Workload pods per GPU node.")
     ] = 2,
+    controllers: Annotated[
+        bool,
+        typer.Option(
+            "--controllers/--no-controllers",
+            help="Run the simulated scheduler, kubelet and controllers "
+            "(evicted pods come back Pending).",
+        ),
+    ] = True,
 ) -> None:
     """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
-    simulation = pipeline.start_simulator(nodes, port, pods_per_node=pods_per_node)
+    simulation = pipeline.start_simulator(
+        nodes, port, pods_per_node=pods_per_node, controllers=controllers
+    )
     typer.echo(f"simulated cluster: {simulation.api.url} ({nodes} GPU nodes)")
     if kubeconfig_out is not None:
         simulation.api.write_kubeconfig(kubeconfig_out)

@@ -74,9 +74,13 @@ def healthy_cluster(
                 healthy=per_job_nodes,
             )
         )
-    for ds, _ in objects.OPERATOR_DAEMONSETS:
+    # As the GPU Operator does: each DaemonSet follows its gpu.deploy.<component> label, which
+    # is how mig-manager makes the device plugin, GFD, dcgm-exporter and validator vanish.
+    for ds, deploy in objects.OPERATOR_DAEMONSETS:
         items.append(
-            objects.daemonset(ds, objects.GPU_OPERATOR_NS, gpu_nodes, "nvidia.com/gpu.present")
+            objects.daemonset(
+                ds, objects.GPU_OPERATOR_NS, gpu_nodes, f"nvidia.com/gpu.deploy.{deploy}"
+            )
         )
     items.append(
         objects.event(
