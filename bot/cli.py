@@ -23,6 +23,7 @@ from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
 from bot.model import Diagnosis, Lang, Signal
+from bot.remediate.draining import DrainProgress, DrainResult
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager import load_alerts_file
 
@@ -207,11 +208,19 @@ def rules_test(
 def demo(
     lang: LangOption = None,
     config: ConfigOption = None,
+    replay: Annotated[
+        bool,
+        typer.Option("--replay", help="Replay the rule-test scenarios instead of a live cluster."),
+    ] = False,
+    pause: Annotated[float, typer.Option("--pause", min=0.2, help="Seconds between faults.")] = 1.0,
 ) -> None:
-    """Replay the bundled example scenarios through the pipeline and show the diagnoses."""
+    """A live simulated GPU cluster, scripted faults, and the diagnoses as they happen."""
     settings = _settings(config)
     language = lang or settings.lang
     console = Console()
+    if not replay:
+        _live_demo(settings, language, console, pause)
+        return
     for scenario in pipeline.demo_scenarios(settings):
         console.rule(Text(scenario.name, style="bold"))
         outcome = pipeline.run_rule_test(
@@ -222,6 +231,38 @@ def demo(
             settings,
         )
         print_diagnoses(outcome.diagnoses, console, language)
+
+
+def _live_demo(settings: Settings, language: Lang, console: Console, pause: float) -> None:
+    from bot import demo as live
+
+    def signal(s: Signal) -> None:
+        detail = ", ".join(
+            f"{k}={v}" for k, v in s.labels.items() if k not in ("alertname", "node")
+        )
+        console.print(Text(f"  ⚡ {s.source}: {s.name} {s.node or ''} {detail}", style="dim"))
+
+    def drain_progress(p: DrainProgress) -> None:
+        console.print(
+            Text(f"  drain: {p.event} {p.pod} ({p.done}/{p.total}) {p.detail}", style="dim")
+        )
+
+    def drain_result(result: DrainResult) -> None:
+        state = "completed" if result.completed else "stalled"
+        console.print(Text(f"drain of {result.node} {state}: evicted {len(result.evicted)}"))
+        for stall in result.stalled:
+            console.print(
+                Text(f"  blocked: {stall.namespace}/{stall.name}: {stall.reason}", style="yellow")
+            )
+
+    out = live.DemoOutput(
+        step=lambda title: console.rule(Text(title, style="bold")),
+        signal=signal,
+        diagnoses=lambda found: print_diagnoses(found, console, language) if found else None,
+        drain_progress=drain_progress,
+        drain_result=drain_result,
+    )
+    live.run(pipeline.load_ruleset(settings), settings, language, out, pause)
 
 
 @sim_app.command("serve")

@@ -174,8 +174,19 @@ def test_rules_test_reports_a_failing_expectation_with_its_line(tmp_path: Path) 
     assert done.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
 
 
+def test_demo_runs_a_live_simulated_cluster() -> None:
+    done = gpubot("demo", "--pause", "0.5")
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "kube: GPUAllocatableChanged gpu-a2 from=8, to=7" in text  # seen by the watches
+    for title in ("GPU fell off the bus", "Device plugin crash-looping", "capacity is zero"):
+        assert title in text
+    assert "drain of gpu-a1 stalled: evicted 1" in text
+    assert "train-llm-0-pdb" in text
+
+
 def test_demo_replays_scenarios() -> None:
-    done = gpubot("demo")
+    done = gpubot("demo", "--replay")
     assert done.returncode == 0, done.stderr
     assert "Node Ready but nvidia.com/gpu capacity is zero" in done.stdout
 
