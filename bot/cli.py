@@ -25,6 +25,7 @@ from bot.evidence.snapshot import load_snapshot
 from bot.model import Diagnosis, Lang, Signal
 from bot.remediate.draining import DrainProgress, DrainResult
 from bot.rules.linting import lint_rules
+from bot.sim.scenarios import SCENARIOS
 from bot.sources.alertmanager import load_alerts_file
 
 app = typer.Typer(
@@ -269,15 +270,20 @@ def _live_demo(settings: Settings, language: Lang, console: Console, pause: floa
 @handles_bad_input
 def sim_serve(
     port: Annotated[int, typer.Option("--port", help="0 picks a free port.")] = 0,
+    scenario: Annotated[
+        str, typer.Option("--scenario", help="gpu-pool (4 nodes) or large (5,000 nodes).")
+    ] = "gpu-pool",
     nodes: Annotated[
-        int, typer.Option("--nodes", min=1, max=5000, help="8-GPU nodes in the pool.")
-    ] = 4,
+        int | None,
+        typer.Option("--nodes", min=1, max=5000, help="8-GPU nodes (overrides the scenario)."),
+    ] = None,
     kubeconfig_out: Annotated[
         Path | None, typer.Option("--kubeconfig-out", help="Write a kubeconfig for kubectl here.")
     ] = None,
     pods_per_node: Annotated[
-        int, typer.Option("--pods-per-node", min=1, max=100, help="Workload pods per GPU node.")
-    ] = 2,
+        int | None,
+        typer.Option("--pods-per-node", min=1, max=100, help="Workload pods per GPU node."),
+    ] = None,
     controllers: Annotated[
         bool,
         typer.Option(
@@ -288,10 +294,18 @@ def sim_serve(
     ] = True,
 ) -> None:
     """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
+    if scenario not in SCENARIOS:
+        known = ", ".join(SCENARIOS)
+        raise InputError("--scenario", f"unknown scenario {scenario!r}; known: {known}")
+    size = SCENARIOS[scenario]
+    gpu_nodes = nodes or size["gpu_nodes"]
     simulation = pipeline.start_simulator(
-        nodes, port, pods_per_node=pods_per_node, controllers=controllers
+        gpu_nodes,
+        port,
+        pods_per_node=pods_per_node or size["pods_per_node"],
+        controllers=controllers,
     )
-    typer.echo(f"simulated cluster: {simulation.api.url} ({nodes} GPU nodes)")
+    typer.echo(f"simulated cluster: {simulation.api.url} ({gpu_nodes} GPU nodes)")
     if kubeconfig_out is not None:
         simulation.api.write_kubeconfig(kubeconfig_out)
         typer.echo(f"kubeconfig: {kubeconfig_out}  (export KUBECONFIG={kubeconfig_out})")

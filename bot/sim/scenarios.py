@@ -11,6 +11,13 @@ from bot.sim import objects
 from bot.sim.objects import Json
 
 FIXTURE_NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+CHECKPOINT_ANNOTATION = "gpubot.io/last-checkpoint"
+"""When a training pod last saved a checkpoint (RFC 3339), as its framework reports it:
+what a drain's risk is judged by (issue "Remediation")."""
+SCENARIOS = {
+    "gpu-pool": {"gpu_nodes": 4, "pods_per_node": 2},
+    "large": {"gpu_nodes": 5000, "pods_per_node": 13},
+}
 
 
 def healthy_cluster(
@@ -30,26 +37,31 @@ def healthy_cluster(
         name = f"{prefix}{index + 1}"
         items.append(objects.node(name, pool, now))
         items.extend(objects.operator_pods(name, now))
-        job = f"train-llm-{index // per_job_nodes}"
-        # Each node runs one 8-GPU worker; the first node of a job is a checkpointing worker.
+        job_index = index // per_job_nodes
+        job = f"train-llm-{job_index}"
+        # Each node runs one 8-GPU worker. Even-numbered jobs checkpoint every 30 minutes
+        # (the last one 12 minutes ago); odd-numbered jobs never do: a drain costs them work.
         worker = index % per_job_nodes
-        items.append(
-            objects.pod(
-                f"{job}-worker-{worker}",
-                "ml",
-                name,
-                now,
-                labels={"job-name": job, "training.kubeflow.org/replica-index": str(worker)},
-                owner_ref=objects.owner("Job", job, "batch/v1"),
-                image="nvcr.io/nvidia/pytorch:24.03-py3",
-                gpus=8 if pods_per_node < 3 else 4,
-                age=timedelta(hours=20),
-                grace=120,
-                generate_name=f"{job}-worker-",
-                restart_policy="OnFailure",
-                host_ip=objects.node_ip(name),
-            )
+        worker_pod = objects.pod(
+            f"{job}-worker-{worker}",
+            "ml",
+            name,
+            now,
+            labels={"job-name": job, "training.kubeflow.org/replica-index": str(worker)},
+            owner_ref=objects.owner("Job", job, "batch/v1"),
+            image="nvcr.io/nvidia/pytorch:24.03-py3",
+            gpus=8 if pods_per_node < 3 else 4,
+            age=timedelta(hours=20),
+            grace=120,
+            generate_name=f"{job}-worker-",
+            restart_policy="OnFailure",
+            host_ip=objects.node_ip(name),
         )
+        if job_index % 2 == 0:
+            worker_pod["metadata"]["annotations"] = {
+                CHECKPOINT_ANNOTATION: objects.ts(now - timedelta(minutes=12))
+            }
+        items.append(worker_pod)
         for extra in range(max(0, pods_per_node - 1)):
             items.append(
                 objects.pod(
