@@ -98,7 +98,7 @@ def run(
             new = [d for d in found if (d.rule, d.node) not in shown]
             shown.update((d.rule, d.node) for d in found)
             out.diagnoses(new)
-        out.step("an approved drain of gpu-a1 meets the budget")
+        out.step("gpubot drains gpu-a1 of the simulator (in `serve`, only after an approval)")
         out.drain_result(
             drain(cluster, "gpu-a1", timeout_s=3 * pause_s + 1, on_progress=out.drain_progress)
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 from bot.kube.cluster import KubeCluster
@@ -57,8 +58,7 @@ def test_refused_plan_changes_nothing(sim_cluster: Sim) -> None:
     assert allowed.completed and ("monitoring", "metrics-agent-gpu-a4-0") in allowed.evicted
 
 
-def test_pods_without_controller_need_force_and_force_deletes_directly(sim_cluster: Sim) -> None:
-    server, cluster = sim_cluster
+def _unmanaged(server: Any) -> None:
     server.store.patch(
         BY_KIND["Pod"],
         "monitoring",
@@ -66,14 +66,36 @@ def test_pods_without_controller_need_force_and_force_deletes_directly(sim_clust
         MERGE,
         {"metadata": {"ownerReferences": None}},
     )
+
+
+def test_pods_without_controller_need_allow_unmanaged_and_are_still_evicted(
+    sim_cluster: Sim,
+) -> None:
+    server, cluster = sim_cluster
+    _unmanaged(server)
     plan = plan_drain(cluster, "gpu-a2")
-    assert [(r.kind, r.name) for r in plan.refusals] == [
-        ("no-controller", "metrics-agent-gpu-a2-0")
+    assert [(r.kind, r.name, r.flag) for r in plan.refusals] == [
+        ("no-controller", "metrics-agent-gpu-a2-0", "--force")
     ]
-    result = drain(cluster, "gpu-a2", timeout_s=20, force=True)
+    result = drain(cluster, "gpu-a2", timeout_s=20, allow_unmanaged=True)
+    assert result.completed and result.deleted == []
+    assert ("monitoring", "metrics-agent-gpu-a2-0") in result.evicted
+    assert server.store.direct_deletes == []  # kubectl's --force still evicts
+
+
+def test_only_disable_eviction_deletes_directly_and_it_ignores_the_pdb(sim_cluster: Sim) -> None:
+    server, cluster = sim_cluster
+    server.store.patch(
+        BY_KIND["PodDisruptionBudget"],
+        "ml",
+        "train-llm-0-pdb",
+        MERGE,
+        {"spec": {"minAvailable": 2}},
+    )
+    result = drain(cluster, "gpu-a1", timeout_s=20, disable_eviction=True)
     assert result.completed and result.evicted == []
     assert sorted(server.store.direct_deletes) == sorted(result.deleted)
-    assert ("monitoring", "metrics-agent-gpu-a2-0") in result.deleted
+    assert ("ml", "train-llm-0-worker-0") in result.deleted
 
 
 def test_missing_daemonset_is_refused_as_kubectl_does(sim_cluster: Sim) -> None:
@@ -113,20 +135,29 @@ def test_drain_goes_on_as_soon_as_the_budget_allows(sim_cluster: Sim) -> None:
         MERGE,
         {"spec": {"minAvailable": 2}},
     )
-    release = threading.Timer(
-        1.0,
-        lambda: server.store.patch(
+    released: list[float] = []
+    gone: list[float] = []
+
+    def release() -> None:
+        server.store.patch(
             BY_KIND["PodDisruptionBudget"],
             "ml",
             "train-llm-0-pdb",
             MERGE,
             {"spec": {"minAvailable": 1}},
-        ),
-    )
-    release.start()
-    result = drain(cluster, "gpu-a1", timeout_s=20)
+        )
+        released.append(time.monotonic())
+
+    def progress(p: DrainProgress) -> None:
+        if p.event == "gone" and "train" in p.pod:
+            gone.append(time.monotonic())
+
+    threading.Timer(1.0, release).start()
+    result = drain(cluster, "gpu-a1", timeout_s=30, on_progress=progress)
     assert result.completed and ("ml", "train-llm-0-worker-0") in result.evicted
-    assert result.duration_s < 5  # kubectl would wait its fixed 5 s after the 429
+    # Backoff is capped at 2 s: the pod goes within one step of the budget allowing it,
+    # where kubectl waits its fixed 5 s after every 429.
+    assert gone[0] - released[0] < 3.5
 
 
 def test_finalizer_stall_names_the_finalizer(sim_cluster: Sim) -> None:

@@ -83,7 +83,9 @@ def test_failed_scheduling_of_a_gpu_pod(sim_cluster: Sim) -> None:
         now = datetime.now(UTC)
         pending = objects.pod("infer-0", "ml", None, now, gpus=8)
         server.store.create(BY_KIND["Pod"], "ml", pending)
-        time.sleep(0.5)  # let the pod informer see it first, as it would in a cluster
+        deadline = time.monotonic() + 10  # the pod informer sees it first, as in a cluster
+        while ("ml", "infer-0") not in watcher.gpu_pods and time.monotonic() < deadline:
+            time.sleep(0.05)
         event = objects.event(
             "Pod",
             "infer-0",
@@ -180,13 +182,17 @@ def test_the_informer_survives_the_api_server_going_away() -> None:
         retry_delay_s=0.2,
     ).start()
     try:
-        time.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while not informer.relists and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert informer.relists == 1
         server.stop()
         time.sleep(1.0)
         _ready(store, "gpu-a2", "False")  # happens while the API is unreachable
         server = SimulatedApiServer(store, port).start()
         [signal] = _wait_for(seen, lambda s: s.name == "NodeNotReady")
         assert signal.node == "gpu-a2"
+        assert informer.relists == 1  # resumed from its version: no relist was needed
     finally:
         informer.stop()
         cluster.close()
@@ -209,3 +215,31 @@ def test_caches_hold_trimmed_objects_and_only_pods_that_matter(sim_cluster: Sim)
         assert events.cache == {}
     finally:
         watcher.stop()
+
+
+def test_a_handler_that_fails_once_does_not_end_the_watch(sim_cluster: Sim) -> None:
+    server, cluster = sim_cluster
+    seen: list[str] = []
+    failures = [1]
+
+    def handler(old: Any, new: Any) -> None:
+        if old is not None and failures:
+            failures.pop()
+            raise RuntimeError("a bug in a handler")
+        if old is not None and new is not None:
+            seen.append(new["metadata"]["name"])
+
+    informer = Informer(cluster, "Node", handler, watch_timeout_s=1, retry_delay_s=0.1).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not informer.relists and time.monotonic() < deadline:
+            time.sleep(0.05)
+        _ready(server.store, "gpu-a1", "False")  # the handler fails on this one
+        time.sleep(0.5)
+        _ready(server.store, "gpu-a2", "False")
+        deadline = time.monotonic() + 10
+        while "gpu-a2" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "gpu-a2" in seen
+    finally:
+        informer.stop()

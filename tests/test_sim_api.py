@@ -14,7 +14,7 @@ import pytest
 
 from bot.sim.apiserver import SimulatedApiServer
 from bot.sim.scenarios import healthy_cluster
-from bot.sim.store import BY_KIND, Store
+from bot.sim.store import BY_KIND, ApiError, Store
 
 
 @pytest.fixture
@@ -290,5 +290,130 @@ def test_a_pod_slow_to_stop_stays_terminating_for_its_shutdown_time(
     status, pod = call(api, "DELETE", path)
     assert status == 200 and pod["metadata"]["deletionTimestamp"]
     assert call(api, "GET", path)[0] == 200
-    time.sleep(1.0)
+    deadline = time.monotonic() + 10
+    while call(api, "GET", path)[0] == 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert call(api, "GET", path)[0] == 404
+
+
+def test_a_budget_remembers_the_pods_it_let_go() -> None:
+    from bot.sim import objects
+
+    store = Store()
+    now = datetime.now(UTC)
+    pods = [
+        objects.pod(
+            f"web-{i}",
+            "apps",
+            "gpu-a1",
+            now,
+            labels={"app": "web"},
+            owner_ref=objects.owner("ReplicaSet", "web"),
+        )
+        for i in range(3)
+    ]
+    budget = objects.pdb("web", "apps", {"app": "web"}, min_available=0, healthy=3)
+    budget["spec"] = {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    store.load([objects.node("gpu-a1", "p", now), *pods, budget])
+    store.evict("apps", "web-0", {})
+    # The evicted pod still counts as expected until a replacement exists: one at a time.
+    with pytest.raises(ApiError) as blocked:
+        store.evict("apps", "web-1", {})
+    assert blocked.value.code == 429
+    replacement = objects.pod(
+        "web-3",
+        "apps",
+        "gpu-a1",
+        now,
+        labels={"app": "web"},
+        owner_ref=objects.owner("ReplicaSet", "web"),
+    )
+    store.create(BY_KIND["Pod"], "apps", replacement)
+    assert (
+        store.get(BY_KIND["PodDisruptionBudget"], "apps", "web")["status"]["disruptionsAllowed"]
+        == 1
+    )
+
+
+def test_a_watch_that_falls_behind_gets_410_not_a_silent_gap() -> None:
+    store = Store(history=10)
+    store.load(healthy_cluster(2, datetime.now(UTC))["items"])
+    since = store.resource_version
+    events = store.watch(BY_KIND["Node"], "", since, timeout_s=2)
+    for i in range(30):
+        store.patch(
+            BY_KIND["Node"],
+            "",
+            "gpu-a1",
+            "application/merge-patch+json",
+            {"metadata": {"labels": {"n": str(i)}}},
+        )
+    kinds = [e.type for e in events]
+    assert kinds == ["ERROR"]
+
+
+def test_the_first_write_is_after_an_empty_stores_version() -> None:
+    store = Store()
+    empty = store.resource_version
+    store.load(healthy_cluster(1, datetime.now(UTC))["items"][:1])
+    assert store.resource_version > empty
+
+
+def test_every_page_reports_the_first_pages_version(api: SimulatedApiServer) -> None:
+    _, first = call(api, "GET", "/api/v1/pods?limit=5")
+    call(
+        api,
+        "PATCH",
+        "/api/v1/nodes/gpu-a1",
+        {"metadata": {"labels": {"x": "1"}}},
+        "application/merge-patch+json",
+    )
+    _, rest = call(api, "GET", f"/api/v1/pods?limit=500&continue={first['metadata']['continue']}")
+    assert rest["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+    _, whole = call(api, "GET", "/api/v1/pods")
+    names = [p["metadata"]["name"] for p in first["items"] + rest["items"]]
+    assert names == [p["metadata"]["name"] for p in whole["items"]]
+
+
+def test_an_error_before_the_body_is_read_does_not_poison_the_connection(
+    api: SimulatedApiServer,
+) -> None:
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", api.port, timeout=10)
+    connection.request(
+        "POST",
+        "/api/v1/namespaces/ml/pods/p/binding",
+        body=json.dumps({"x": 1}),
+        headers={"Content-Type": "application/json"},
+    )
+    first = connection.getresponse()
+    assert first.status == 404 and json.loads(first.read())["kind"] == "Status"
+    connection.request("GET", "/api/v1/nodes/gpu-a1")
+    second = connection.getresponse()
+    assert second.status == 200 and json.loads(second.read())["metadata"]["name"] == "gpu-a1"
+    connection.close()
+
+
+def test_stop_without_start_returns() -> None:
+    SimulatedApiServer(Store()).stop()
+
+
+def test_a_patch_naming_a_stale_resource_version_conflicts(api: SimulatedApiServer) -> None:
+    _, node = call(api, "GET", "/api/v1/nodes/gpu-a1")
+    stale = node["metadata"]["resourceVersion"]
+    call(
+        api,
+        "PATCH",
+        "/api/v1/nodes/gpu-a1",
+        {"metadata": {"labels": {"x": "1"}}},
+        "application/merge-patch+json",
+    )
+    status, body = call(
+        api,
+        "PATCH",
+        "/api/v1/nodes/gpu-a1",
+        {"metadata": {"resourceVersion": stale}, "spec": {"taints": []}},
+        "application/strategic-merge-patch+json",
+    )
+    assert status == 409 and body["reason"] == "Conflict"

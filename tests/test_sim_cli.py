@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,10 +44,15 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
         text=True,
     )
     assert process.stdout is not None
-    first = process.stdout.readline()
-    url = first.split()[2]
-    process.stdout.readline()
-    metrics = process.stdout.readline().split()[2].removesuffix("/NODE")
+    lines: list[str] = []
+    reader = threading.Thread(
+        target=lambda: lines.extend(process.stdout.readline() for _ in range(3))
+    )  # type: ignore[union-attr]
+    reader.start()
+    reader.join(60)  # never hang CI on a simulator that did not start
+    assert len(lines) == 3, f"sim serve printed {lines}"
+    url = lines[0].split()[2]
+    metrics = lines[2].split()[2].removesuffix("/NODE")
     try:
         yield url, kubeconfig, metrics
     finally:

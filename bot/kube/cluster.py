@@ -65,6 +65,9 @@ def _from_api_exception(exc: ApiException, what: str) -> GpubotError:
     retry_after = float(retry) if retry and str(retry).isdigit() else None
     if code == 404:
         return NotFound(message, code)
+    if code == 410:
+        # An expired continue token or watch version: list again from the start.
+        return WatchExpired(message)
     if code == 429 and "eviction" in what:
         return EvictionBlocked(message, retry_after)
     if code in (429, 409) or code >= 500 or code == 0:

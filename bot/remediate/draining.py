@@ -5,7 +5,12 @@ mirror, emptyDir, unmanaged, finished, evictable) and refuses the same cases unl
 flags are given. The executor cordons, evicts through the Eviction API concurrently,
 retries 429 (a PodDisruptionBudget) with backoff instead of kubectl's fixed 5 s, waits for
 each pod to be gone, reports progress, and on a stall returns every blocker by name and
-reason. It deletes a pod directly only when called with `force=True`.
+reason.
+
+Two flags, as kubectl has two: `allow_unmanaged` is kubectl's `--force` (pods without a
+controller, or whose DaemonSet is gone, may go too, still through the Eviction API);
+`disable_eviction` is kubectl's `--disable-eviction` (DELETE instead of evict, bypassing every
+PodDisruptionBudget). Only the second ever deletes a pod directly.
 """
 
 from __future__ import annotations
@@ -111,7 +116,7 @@ def _finished(pod: Obj) -> bool:
 class _Flags:
     ignore_daemonsets: bool
     delete_emptydir_data: bool
-    force: bool
+    allow_unmanaged: bool
     grace_period_s: int | None
 
 
@@ -124,9 +129,13 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
         try:
             cluster.get("DaemonSet", ns, controller[1])
         except NotFound:
-            if not flags.force:
+            if not flags.allow_unmanaged:
                 message = f"pod {ns}/{name}: DaemonSet {controller[1]} not found"
                 return Refusal(ns, name, "daemonset-missing", message, "--force")
+            # kubectl --force evicts a pod whose DaemonSet is gone: nothing recreates it.
+            return PodPlan(ns, name, uid, "evict", "orphaned DaemonSet pod", flags.grace_period_s)
+        if _finished(pod):
+            return PodPlan(ns, name, uid, "evict", "finished", flags.grace_period_s)
         if not flags.ignore_daemonsets:
             message = f"cannot delete DaemonSet-managed Pods: {ns}/{name}"
             return Refusal(ns, name, "daemonset", message, "--ignore-daemonsets")
@@ -138,7 +147,7 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
     if local and not _finished(pod) and not flags.delete_emptydir_data:
         message = f"cannot delete Pods with local storage: {ns}/{name}"
         return Refusal(ns, name, "emptydir", message, "--delete-emptydir-data")
-    if controller is None and not _finished(pod) and not flags.force:
+    if controller is None and not _finished(pod) and not flags.allow_unmanaged:
         message = f"cannot delete Pods that declare no controller: {ns}/{name}"
         return Refusal(ns, name, "no-controller", message, "--force")
     reason = "finished" if _finished(pod) else "evictable"
@@ -151,10 +160,10 @@ def plan_drain(
     *,
     ignore_daemonsets: bool = True,
     delete_emptydir_data: bool = False,
-    force: bool = False,
+    allow_unmanaged: bool = False,
     grace_period_s: int | None = None,
 ) -> DrainPlan:
-    flags = _Flags(ignore_daemonsets, delete_emptydir_data, force, grace_period_s)
+    flags = _Flags(ignore_daemonsets, delete_emptydir_data, allow_unmanaged, grace_period_s)
     plan = DrainPlan(node)
     for pod in cluster.list("Pod", field_selector=f"spec.nodeName={node}"):
         verdict = _classify(cluster, pod, flags)
@@ -192,7 +201,7 @@ def _remove(
     cluster: Cluster,
     pod: PodPlan,
     deadline: float,
-    force: bool,
+    disable_eviction: bool,
     tracker: _Tracker,
     result: DrainResult,
     lock: threading.Lock,
@@ -201,7 +210,7 @@ def _remove(
 
     def attempt() -> None:
         try:
-            if force:
+            if disable_eviction:
                 cluster.delete_pod(pod.namespace, pod.name, pod.grace_period_s)
             else:
                 cluster.evict(pod.namespace, pod.name, pod.grace_period_s)
@@ -219,7 +228,7 @@ def _remove(
         # as its budget allows, without hammering the API server.
         Retrying(
             retry=retry_if_exception_type(TemporaryError),
-            wait=wait_exponential(multiplier=0.2, max=5),
+            wait=_until(deadline, wait_exponential(multiplier=0.2, max=2)),
             stop=stop_after_delay(remaining),
             reraise=True,
         )(attempt)
@@ -236,9 +245,18 @@ def _remove(
         tracker.report(pod, "stalled", str(exc))
         return
     with lock:
-        (result.deleted if force else result.evicted).append((pod.namespace, pod.name))
+        (result.deleted if disable_eviction else result.evicted).append((pod.namespace, pod.name))
     tracker.report(pod, "evicted")
     _wait_gone(cluster, pod, deadline, tracker, result, lock)
+
+
+def _until(deadline: float, wait: Any) -> Callable[[Any], float]:
+    """A tenacity wait that never sleeps past the drain's deadline."""
+
+    def capped(state: Any) -> float:
+        return float(max(0.0, min(wait(state), deadline - time.monotonic())))
+
+    return capped
 
 
 def _still_there(cluster: Cluster, pod: PodPlan) -> Obj | None:
@@ -262,12 +280,22 @@ def _wait_gone(
 ) -> None:
     try:
         Retrying(
-            retry=retry_if_result(lambda present: present is not None),
-            wait=wait_exponential(multiplier=0.05, max=1),
+            # A flaky API while waiting is no verdict on the pod: look again.
+            retry=retry_if_result(lambda present: present is not None)
+            | retry_if_exception_type(TemporaryError),
+            wait=_until(deadline, wait_exponential(multiplier=0.05, max=1)),
             stop=stop_after_delay(max(0.0, deadline - time.monotonic())),
         )(_still_there, cluster, pod)
+    except PermanentError as exc:
+        with lock:
+            result.stalled.append(Stall(pod.namespace, pod.name, str(exc)))
+        tracker.report(pod, "stalled", str(exc))
+        return
     except RetryError as exc:
-        reason = _terminating_reason(exc.last_attempt.result())
+        last = exc.last_attempt
+        reason = (
+            f"unknown: {last.exception()}" if last.failed else _terminating_reason(last.result())
+        )
         with lock:
             result.stalled.append(Stall(pod.namespace, pod.name, reason))
         tracker.report(pod, "stalled", reason)
@@ -293,36 +321,46 @@ def drain(
     timeout_s: float = 300.0,
     ignore_daemonsets: bool = True,
     delete_emptydir_data: bool = False,
-    force: bool = False,
+    allow_unmanaged: bool = False,
+    disable_eviction: bool = False,
     grace_period_s: int | None = None,
     concurrency: int = 32,
     on_progress: ProgressCallback | None = None,
 ) -> DrainResult:
-    """Cordon, then remove every evictable pod; never more than the plan, never forced
-    unless `force`. A refused plan changes nothing, not even the cordon."""
+    """Cordon, then remove every pod the plan allows. A refused plan changes nothing, not even
+    the cordon. The plan is made again after the cordon, so a pod that was bound in between is
+    not left behind."""
     started = time.monotonic()
-    plan = plan_drain(
-        cluster,
-        node,
-        ignore_daemonsets=ignore_daemonsets,
-        delete_emptydir_data=delete_emptydir_data,
-        force=force,
-        grace_period_s=grace_period_s,
-    )
+
+    def make_plan() -> DrainPlan:
+        return plan_drain(
+            cluster,
+            node,
+            ignore_daemonsets=ignore_daemonsets,
+            delete_emptydir_data=delete_emptydir_data,
+            allow_unmanaged=allow_unmanaged,
+            grace_period_s=grace_period_s,
+        )
+
+    plan = make_plan()
+    if plan.refusals:
+        return DrainResult(node, plan)
+    cordon(cluster, node)
+    plan = make_plan()
     result = DrainResult(node, plan)
     if plan.refusals:
         return result
-    cordon(cluster, node)
     pods = plan.to_evict
     tracker = _Tracker(len(pods), on_progress)
     deadline = started + timeout_s
     lock = threading.Lock()
     if pods:
         with ThreadPoolExecutor(max_workers=min(concurrency, len(pods))) as pool:
-            for future in [
-                pool.submit(_remove, cluster, p, deadline, force, tracker, result, lock)
+            futures = [
+                pool.submit(_remove, cluster, p, deadline, disable_eviction, tracker, result, lock)
                 for p in pods
-            ]:
+            ]
+            for future in futures:
                 future.result()
     result.duration_s = time.monotonic() - started
     return result

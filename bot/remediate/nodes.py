@@ -6,9 +6,13 @@ executor's business, never these functions'.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from bot.errors import TemporaryError
 from bot.ports import Cluster
 
 MAINTENANCE_TAINT = "gpubot.io/maintenance"
@@ -42,27 +46,56 @@ def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
     return list((node.get("spec") or {}).get("taints") or [])
 
 
+def _replace_taints(
+    cluster: Cluster,
+    node: str,
+    change: Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None],
+) -> NodeChange:
+    """Node taints have no patch merge key: the list is replaced whole, as kubectl taint does.
+    So the patch carries the resourceVersion it was computed from: a taint the node
+    controller added meanwhile makes it a 409, and it is computed again."""
+
+    def once() -> NodeChange:
+        current = cluster.get("Node", "", node)
+        wanted = change(_taints(current))
+        if wanted is None:
+            return NodeChange(node, changed=False)
+        version = (current.get("metadata") or {}).get("resourceVersion")
+        cluster.patch_node(
+            node, {"metadata": {"resourceVersion": version}, "spec": {"taints": wanted or None}}
+        )
+        return NodeChange(node, changed=True)
+
+    result: NodeChange = Retrying(
+        retry=retry_if_exception_type(TemporaryError),
+        wait=wait_exponential(multiplier=0.1, max=1),
+        stop=stop_after_attempt(5),
+        reraise=True,
+    )(once)
+    return result
+
+
 def add_taint(cluster: Cluster, node: str, key: str, value: str, effect: str) -> NodeChange:
-    taints = _taints(cluster.get("Node", "", node))
     wanted = {"key": key, "value": value, "effect": effect}
-    if any(
-        t.get("key") == key and t.get("effect") == effect and t.get("value") == value
-        for t in taints
-    ):
-        return NodeChange(node, changed=False)
-    kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
-    # Node taints have no patch merge key: the list is replaced whole, as kubectl taint does.
-    cluster.patch_node(node, {"spec": {"taints": [*kept, wanted]}})
-    return NodeChange(node, changed=True)
+
+    def change(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        if any(
+            t.get("key") == key and t.get("effect") == effect and t.get("value") == value
+            for t in taints
+        ):
+            return None
+        kept = [t for t in taints if not (t.get("key") == key and t.get("effect") == effect)]
+        return [*kept, wanted]
+
+    return _replace_taints(cluster, node, change)
 
 
 def remove_taint(cluster: Cluster, node: str, key: str) -> NodeChange:
-    taints = _taints(cluster.get("Node", "", node))
-    kept = [t for t in taints if t.get("key") != key]
-    if len(kept) == len(taints):
-        return NodeChange(node, changed=False)
-    cluster.patch_node(node, {"spec": {"taints": kept or None}})
-    return NodeChange(node, changed=True)
+    def change(taints: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        kept = [t for t in taints if t.get("key") != key]
+        return None if len(kept) == len(taints) else kept
+
+    return _replace_taints(cluster, node, change)
 
 
 def annotate(cluster: Cluster, node: str, key: str, value: str | None) -> NodeChange:

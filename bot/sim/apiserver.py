@@ -107,10 +107,13 @@ class _Request:
         self.parts = [p for p in split.path.split("/") if p]
         self.query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         self.handler = handler
+        # Read the body whatever happens next: an error answered before reading it would
+        # leave it on a kept-alive connection, to be taken for the next request.
+        length = int(handler.headers.get("Content-Length") or 0)
+        self._raw = handler.rfile.read(length) if length else b""
 
     def body(self) -> Any:
-        length = int(self.handler.headers.get("Content-Length") or 0)
-        raw = self.handler.rfile.read(length) if length else b""
+        raw = self._raw
         if not raw:
             return {}
         try:
@@ -203,7 +206,8 @@ class SimulatedApiServer:
 
     def stop(self) -> None:
         self._stop.set()
-        self._http.shutdown()
+        if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
+            self._http.shutdown()
         self._http.server_close()
 
     def write_kubeconfig(self, path: Path) -> Path:
@@ -357,9 +361,12 @@ class SimulatedApiServer:
     def _list(self, request: _Request, resource: ResourceType, namespace: str) -> Json:
         token = request.query.get("continue") or ""
         try:
-            after = tuple(json.loads(base64.urlsafe_b64decode(token))) if token else None
+            # [namespace, name, resourceVersion of the first page]
+            decoded = json.loads(base64.urlsafe_b64decode(token)) if token else None
+            after = (str(decoded[0]), str(decoded[1])) if decoded else None
+            first_rv = int(decoded[2]) if decoded else None
             limit = int(request.query.get("limit") or 0)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise ApiError(400, "BadRequest", f"invalid continue token or limit: {exc}") from exc
         items, rv, following = self.store.list_page(
             resource,
@@ -367,13 +374,15 @@ class SimulatedApiServer:
             request.query.get("labelSelector", ""),
             request.query.get("fieldSelector", ""),
             limit,
-            (str(after[0]), str(after[1])) if after and len(after) == 2 else None,
+            after,
         )
+        # Every page reports the first page's version: a watch from it replays whatever
+        # changed while the later pages were read, as the real server's snapshot list does.
+        rv = first_rv if first_rv is not None else rv
         metadata: Json = {"resourceVersion": str(rv)}
         if following is not None:
-            metadata["continue"] = base64.urlsafe_b64encode(
-                json.dumps(list(following)).encode()
-            ).decode()
+            position = json.dumps([following[0], following[1], rv]).encode()
+            metadata["continue"] = base64.urlsafe_b64encode(position).decode()
         return {
             "kind": _list_kind(resource),
             "apiVersion": resource.api_version,
@@ -435,6 +444,8 @@ class SimulatedApiServer:
                 chunk(_bookmark(resource, since))
             for event in events:
                 chunk({"type": event.type, "object": event.object})
+                if event.type == "ERROR":
+                    break
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):

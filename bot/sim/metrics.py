@@ -463,7 +463,8 @@ class DcgmExporterServer:
         return self
 
     def stop(self) -> None:
-        self._http.shutdown()
+        if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
+            self._http.shutdown()
         self._http.server_close()
 
     def __enter__(self) -> DcgmExporterServer:

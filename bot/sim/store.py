@@ -119,7 +119,8 @@ class WatchEvent:
 class Store:
     def __init__(self, history: int = _HISTORY) -> None:
         self._lock = threading.Condition(threading.RLock())
-        self._rv = itertools.count(1000)
+        # An empty store is at 1000; the first write is 1001, so a watch from 1000 sees it.
+        self._rv = itertools.count(1001)
         self.resource_version = 1000
         self._objects: dict[ResourceType, dict[tuple[str, str], Json]] = {r: {} for r in RESOURCES}
         self._history: deque[WatchEvent] = deque(maxlen=history)
@@ -128,6 +129,9 @@ class Store:
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []
+        self._disrupted: dict[tuple[str, str], list[str]] = {}
+        """Per PDB, the owners of pods it let go that no replacement has stood in for yet:
+        as the real budget's disruptedPods, they keep counting as expected pods."""
         """Pods deleted with DELETE, bypassing the Eviction API (and so every PDB)."""
 
     # ---- writes -------------------------------------------------------------------------
@@ -210,6 +214,12 @@ class Store:
             else:
                 meta.pop("namespace", None)
             self._objects[resource][key] = obj
+            if resource.kind == "Pod":
+                # A replacement stands in for a pod a budget let go.
+                for pdb in self._covering_pdbs(obj):
+                    owners = self._disrupted.get((namespace_of(pdb), name_of(pdb)), [])
+                    if _owner_key(obj) in owners:
+                        owners.remove(_owner_key(obj))
             self._bump("ADDED", resource, obj)
             return copy.deepcopy(obj)
 
@@ -253,6 +263,18 @@ class Store:
     ) -> Json:
         with self._lock:
             current = self._current(resource, namespace, name)
+            wanted = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get(
+                "resourceVersion"
+            )
+            if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
+                # A patch that names a resourceVersion is a precondition, as on the real server.
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has '
+                    "been modified; please apply your changes to the latest version and try again",
+                    {"name": name, "kind": resource.plural},
+                )
             try:
                 patched = apply_patch(content_type, current, body)
             except LookupError as exc:
@@ -415,7 +437,16 @@ class Store:
         cursor = since
         while not (stop and stop.is_set()) and datetime.now(UTC).timestamp() < deadline:
             with self._lock:
-                pending = [e for e in self._history if e.resource_version > cursor]
+                if self._history and self._history[0].resource_version > cursor + 1:
+                    # The watcher fell behind the history: tell it to relist, as etcd would.
+                    oldest = self._history[0].resource_version - 1
+                    expired = ApiError(
+                        410, "Expired", f"too old resource version: {cursor} ({oldest})"
+                    )
+                    yield WatchEvent(cursor, "ERROR", resource, expired.status())
+                    return
+                start = bisect.bisect_right(self._history, cursor, key=lambda e: e.resource_version)
+                pending = list(itertools.islice(self._history, start, None))
                 if not pending:
                     self._lock.wait(timeout=0.2)
                     continue
@@ -434,15 +465,20 @@ class Store:
     def pdb_status(self, pdb: Json) -> Json:
         """Recomputed on read, as the disruption controller keeps it current."""
         spec = pdb.get("spec") or {}
+        namespace = namespace_of(pdb)
         with self._lock:
+            # Only the budget's namespace: a slice of the sorted pod keys, not every pod.
+            keys = self._sorted_keys(BY_KIND["Pod"])
+            start = bisect.bisect_left(keys, (namespace, ""))
+            end = bisect.bisect_left(keys, (namespace + "\x00", ""))
+            objects = self._objects[BY_KIND["Pod"]]
             pods = [
                 p
-                for (ns, _), p in self._objects[BY_KIND["Pod"]].items()
-                if ns == namespace_of(pdb)
-                and selector_matches(spec.get("selector"), labels_of(p))
+                for p in (objects[k] for k in keys[start:end])
+                if selector_matches(spec.get("selector"), labels_of(p))
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             ]
-        expected = len(pods)
+        expected = len(pods) + len(self._disrupted.get((namespace_of(pdb), name_of(pdb)), []))
         healthy = sum(1 for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp"))
         if "minAvailable" in spec:
             desired = _scaled(spec["minAvailable"], expected, round_up=True)
@@ -460,6 +496,14 @@ class Store:
             "disruptionsAllowed": allowed,
         }
 
+    def _covering_pdbs(self, pod: Json) -> builtins.list[Json]:
+        return [
+            pdb
+            for pdb in self._objects[BY_KIND["PodDisruptionBudget"]].values()
+            if namespace_of(pdb) == namespace_of(pod)
+            and selector_matches((pdb.get("spec") or {}).get("selector"), labels_of(pod))
+        ]
+
     def evict(self, namespace: str, name: str, body: Json) -> Json:
         """POST pods/NAME/eviction: PDBs checked for Running pods, then a graceful delete."""
         pods = BY_KIND["Pod"]
@@ -468,13 +512,8 @@ class Store:
             if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
                 "deletionTimestamp"
             ):
-                for pdb in self._objects[BY_KIND["PodDisruptionBudget"]].values():
-                    if namespace_of(pdb) != namespace:
-                        continue
-                    if not selector_matches(
-                        (pdb.get("spec") or {}).get("selector"), labels_of(pod)
-                    ):
-                        continue
+                covering = self._covering_pdbs(pod)
+                for pdb in covering:
                     status = self.pdb_status(pdb)
                     if status["disruptionsAllowed"] <= 0:
                         raise ApiError(
@@ -494,6 +533,9 @@ class Store:
                                 ]
                             },
                         )
+                for pdb in covering:
+                    key = (namespace_of(pdb), name_of(pdb))
+                    self._disrupted.setdefault(key, []).append(_owner_key(pod))
             options = body.get("deleteOptions") or {}
             grace = options.get("gracePeriodSeconds")
             self.delete(pods, namespace, name, grace)
@@ -520,6 +562,13 @@ def _shutdown_seconds(pod: Json, grace: int | None) -> float:
         else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
     )
     return max(0.0, min(float(declared), float(limit)))
+
+
+def _owner_key(pod: Json) -> str:
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return f"{owner.get('kind')}/{owner.get('name')}"
+    return f"Pod/{name_of(pod)}"
 
 
 def _ready(pod: Json) -> bool:

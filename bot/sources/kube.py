@@ -13,17 +13,19 @@ It never acts; it only reports what it saw.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.errors import TemporaryError, WatchExpired
+from bot.errors import GpubotError, TemporaryError, WatchExpired
 from bot.kubeobjects import labels_of, name_of, namespace_of
 from bot.model import Signal
 from bot.ports import Cluster, Kind, Obj
 
+log = logging.getLogger(__name__)
 Clock = Callable[[], datetime]
 Handler = Callable[[Obj | None, Obj | None], None]
 
@@ -379,6 +381,11 @@ class Informer:
             except TemporaryError:
                 # The API server is away: wait, then resume from the last version seen.
                 self._stop.wait(self.retry_delay_s)
+            except Exception:  # a bad object or a handler bug must not end the watch for good
+                log.exception("informer %s failed; it will list again", self.kind)
+                self._stop.wait(self.retry_delay_s)
+                self.resource_version = ""
+                self.relists = 0
 
     def start(self) -> Informer:
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.kind}", daemon=True)
@@ -406,6 +413,7 @@ class KubeSignals:
         watch_timeout_s: int = 300,
     ) -> None:
         self.emit = emit
+        self.cluster = cluster
         self.clock = clock
         self.gpu_resource = gpu_resource
         self.operator_namespaces = operator_namespaces
@@ -454,8 +462,19 @@ class KubeSignals:
         self._send(pod_signals(old, new, self.clock()))
 
     def _on_event(self, old: Obj | None, new: Obj | None) -> None:
-        if new is not None:
-            self._send(event_signals(new, self.clock(), self.gpu_pods))
+        if new is None:
+            return
+        involved = new.get("involvedObject") or {}
+        key = (str(involved.get("namespace", "")), str(involved.get("name", "")))
+        if new.get("reason") == "FailedScheduling" and key not in self.gpu_pods:
+            # The event may outrun the pod's own watch event: ask for the pod.
+            try:
+                pod = self.cluster.get("Pod", key[0], key[1])
+            except GpubotError:
+                pod = {}
+            if pod and requests_gpu(pod):
+                self.gpu_pods.add(key)
+        self._send(event_signals(new, self.clock(), self.gpu_pods))
 
     def start(self) -> KubeSignals:
         nodes, pods, events = self.informers
