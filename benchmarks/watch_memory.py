@@ -1,111 +1,121 @@
-"""Memory held by gpubot's watch caches for a 5,000-node, 100,000-pod cluster.
+"""Resident memory of gpubot's watch caches for a 5,000-node, 100,000-pod cluster.
 
     python benchmarks/watch_memory.py [--nodes 5000] [--pods-per-node 13]
 
-The simulated cluster runs in its own process (`gpubot sim serve`), so only the watcher's
-memory is measured here. Side by side in this process: the same three informers (nodes,
-pods, events) caching whole API objects, as a naive informer does (the peer), and gpubot's,
-which cache only what the signal diffs read and only the pods that matter (GPU Operator
-pods and GPU-requesting pods). Prints the memory each retains after the initial sync
-(tracemalloc), the ratio, and this process's peak RSS.
+The simulated cluster runs in its own process (`gpubot sim serve`). Each side runs in a
+process of its own too, so each RSS figure is that side's alone: informers that cache whole
+API objects, as a naive informer does (the peer), and gpubot's, which trim every object as
+its page arrives and cache only GPU-relevant pods. Prints, per side, the resident memory the
+caches add after the initial sync, the peak RSS of the process, and the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import resource
 import subprocess
 import sys
 import time
-import tracemalloc
-from collections.abc import Callable
-from typing import Any
 
 from bot.kube.cluster import KubeCluster
 from bot.sources.kube import Informer, KubeSignals
 
 
-def serve(nodes: int, pods_per_node: int) -> tuple[subprocess.Popen[str], str]:
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "sim",
-            "serve",
-            "--nodes",
-            str(nodes),
-            "--pods-per-node",
-            str(pods_per_node),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().split()[2]
+def rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
-def retained(build: Callable[[], Any]) -> tuple[float, float, Any]:
+def child(role: str, url: str) -> None:
+    cluster = KubeCluster.for_url(url)
+    cluster.list("Node", label_selector="nvidia.com/gpu.present=true")  # warm the client up
     gc.collect()
-    tracemalloc.start()
+    before = rss_mib()
     started = time.perf_counter()
-    held = build()
-    elapsed = time.perf_counter() - started
-    gc.collect()
-    current, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return current / 2**20, elapsed, held
-
-
-def naive(cluster: KubeCluster) -> list[Informer]:
-    informers = [
-        Informer(cluster, kind, lambda old, new: None) for kind in ("Node", "Pod", "Event")
-    ]
+    if role == "naive":
+        informers = [
+            Informer(cluster, kind, lambda old, new: None) for kind in ("Node", "Pod", "Event")
+        ]
+    else:
+        informers = KubeSignals(cluster, lambda signal: None).informers
     for informer in informers:
         informer.sync()
-    return informers
-
-
-def ours(cluster: KubeCluster) -> KubeSignals:
-    watcher = KubeSignals(cluster, lambda signal: None)
-    for informer in watcher.informers:
-        informer.sync()
-    return watcher
+    elapsed = time.perf_counter() - started
+    gc.collect()
+    print(
+        json.dumps(
+            {
+                "pods": len(informers[1].cache),
+                "added_mib": rss_mib() - before,
+                "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "seconds": elapsed,
+            }
+        )
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=13)
+    parser.add_argument("--role", choices=["naive", "ours"])
+    parser.add_argument("--url")
     args = parser.parse_args()
-    process, url = serve(args.nodes, args.pods_per_node)
+    if args.role:
+        child(args.role, args.url)
+        return
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "sim",
+            "serve",
+            "--no-controllers",
+            "--nodes",
+            str(args.nodes),
+            "--pods-per-node",
+            str(args.pods_per_node),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    url = server.stdout.readline().split()[2]
     try:
-        cluster = KubeCluster.for_url(url)
-        cluster_pods = len(cluster.list("Pod", field_selector="status.phase=Running"))
-        naive_mib, naive_s, held = retained(lambda: naive(cluster))
-        pods_naive = len(held[1].cache)
-        del held
-        ours_mib, ours_s, watcher = retained(lambda: ours(cluster))
-        pods_ours = len(watcher.informers[1].cache)
+        results = {}
+        for role in ("naive", "ours"):
+            done = subprocess.run(
+                [sys.executable, __file__, "--role", role, "--url", url],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            results[role] = json.loads(done.stdout)
+        total = len(KubeCluster.for_url(url).list("Pod"))
     finally:
-        process.terminate()
-        process.wait(timeout=30)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{args.nodes + 1} nodes, {cluster_pods} pods")
+        server.terminate()
+        server.wait(timeout=30)
+    naive, ours = results["naive"], results["ours"]
+    print(f"{args.nodes + 1} nodes, {total} pods")
     print()
-    print("| watch caches after the initial sync | pods cached | MiB retained | sync s | ratio |")
-    print("| --- | ---: | ---: | ---: | ---: |")
     print(
-        f"| whole API objects (naive informer) | {pods_naive} | {naive_mib:.0f} "
-        f"| {naive_s:.1f} | 1.00 |"
+        "| watch caches, own process | pods cached | RSS added by the caches, MiB | peak RSS, MiB | sync s | ratio |"
     )
-    print(
-        f"| gpubot (trimmed, GPU-relevant pods) | {pods_ours} | {ours_mib:.0f} "
-        f"| {ours_s:.1f} | {ours_mib / naive_mib:.2f} |"
-    )
-    print()
-    print(f"peak RSS of this process (both runs, JSON parsing included): {peak:.0f} MiB")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for label, r in (
+        ("whole API objects (naive informer)", naive),
+        ("gpubot (trimmed per page, GPU-relevant pods)", ours),
+    ):
+        ratio = r["added_mib"] / naive["added_mib"]
+        print(
+            f"| {label} | {r['pods']} | {r['added_mib']:.0f} | {r['peak_mib']:.0f} | {r['seconds']:.1f} | {ratio:.2f} |"
+        )
 
 
 if __name__ == "__main__":

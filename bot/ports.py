@@ -5,7 +5,7 @@ tests swap in the simulator behind the real adapter rather than patching anythin
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal, Protocol
 
 Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet"]
@@ -24,9 +24,15 @@ class Cluster(Protocol):
     ) -> list[Obj]: ...
 
     def list_versioned(
-        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+        self,
+        kind: Kind,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> tuple[builtins.list[Obj], str]:
-        """The items and the list's resourceVersion, to watch from."""
+        """The items (each through `transform` as its page arrives, so a large list is never
+        held whole) and the list's resourceVersion, to watch from."""
         ...
 
     def watch(

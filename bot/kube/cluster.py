@@ -141,7 +141,12 @@ class KubeCluster:
         return self.list_versioned(kind, namespace, label_selector, field_selector)[0]
 
     def list_versioned(
-        self, kind: Kind, namespace: str = "", label_selector: str = "", field_selector: str = ""
+        self,
+        kind: Kind,
+        namespace: str = "",
+        label_selector: str = "",
+        field_selector: str = "",
+        transform: Callable[[Obj], Obj] | None = None,
     ) -> tuple[builtins.list[Obj], str]:
         lister = self._lister(kind, namespace)
         items: list[Obj] = []
@@ -158,10 +163,10 @@ class KubeCluster:
                 )
                 page = json.loads(response.data)
                 api_version = page.get("apiVersion", "v1")
-                for item in page.get("items") or []:
+                for item in page.pop("items", None) or []:
                     item.setdefault("kind", kind)
                     item.setdefault("apiVersion", api_version)
-                    items.append(item)
+                    items.append(transform(item) if transform else item)
                 token = (page.get("metadata") or {}).get("continue")
                 if not token:
                     return items, str((page.get("metadata") or {}).get("resourceVersion", ""))

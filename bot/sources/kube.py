@@ -316,11 +316,10 @@ class Informer:
     def sync(self) -> None:
         """List, and report every difference from the cache (all objects, the first time)."""
         items, version = self.cluster.list_versioned(
-            self.kind, self.namespace, self.label_selector, self.field_selector
+            self.kind, self.namespace, self.label_selector, self.field_selector, self.project
         )
         fresh: dict[tuple[str, str], Obj] = {}
-        for raw in items:
-            item = self.project(raw)
+        for item in items:
             key = self._key(item)
             old = self.cache.get(key)
             old_rv = (old or {}).get("metadata", {}).get("resourceVersion")
