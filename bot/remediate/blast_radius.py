@@ -1,0 +1,60 @@
+"""Blast radius (DESIGN.md invariant 6): how many nodes of one pool may be out of service at
+once, whatever was approved.
+
+Out of service means cordoned by anyone (spec.unschedulable) or not Ready: a pool that has
+already lost nodes to a hardware fault has less room for maintenance. The budget is the
+stricter of a node count and a share of the pool, the share rounded up so that a small pool
+can still lose one node (10% of 4 nodes is one node, not none).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.model import ClusterFacts, NodeFacts
+
+
+class BlastRadius(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_nodes: int = Field(default=1, ge=0)
+    max_share: float = Field(default=0.10, ge=0.0, le=1.0)
+
+
+@dataclass(frozen=True)
+class BudgetVerdict:
+    allowed: bool
+    pool: str | None
+    out_of_service: list[str]
+    budget: int
+    reason: str
+
+
+def out_of_service(node: NodeFacts) -> bool:
+    return node.unschedulable or (node.known and node.ready != "True")
+
+
+def check_budget(cluster: ClusterFacts, node: str, limits: BlastRadius) -> BudgetVerdict:
+    """May `node` be taken out of service now? A node already out counts as taken."""
+    facts = cluster.nodes.get(node)
+    pool_name = facts.pool if facts else None
+    pool = cluster.pools.get(pool_name or "")
+    members = [cluster.nodes[n] for n in pool.nodes if n in cluster.nodes] if pool else []
+    if facts is None or pool is None or not members:
+        # A node of no known pool is its own pool of one: the count limit alone applies.
+        members = [facts] if facts else []
+    budget = min(limits.max_nodes, math.ceil(limits.max_share * len(members)))
+    out = sorted(m.name for m in members if out_of_service(m))
+    if node in out:
+        return BudgetVerdict(True, pool_name, out, budget, f"{node} is already out of service")
+    if len(out) + 1 > budget:
+        already = ", ".join(out) or "none"
+        reason = (
+            f"blast radius: pool {pool_name or node} may have {budget} of {len(members)} nodes "
+            f"out of service at once; out now: {already}"
+        )
+        return BudgetVerdict(False, pool_name, out, budget, reason)
+    return BudgetVerdict(True, pool_name, out, budget, f"within budget ({len(out) + 1}/{budget})")

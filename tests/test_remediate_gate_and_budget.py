@@ -1,0 +1,135 @@
+"""Blast radius (invariant 6) and the step-9 health gate, from facts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bot.evidence.snapshot import Snapshot
+from bot.model import ClusterFacts
+from bot.remediate.blast_radius import BlastRadius, check_budget
+from bot.remediate.health_gate import ExternalEvidence, health_gate
+
+Edited = Callable[..., Snapshot]
+Facts = Callable[..., ClusterFacts]
+CLEAN = ExternalEvidence(new_gpu_errors=[])
+
+
+def _cordon(node: str) -> dict[str, Any]:
+    return {"kind": "Node", "name": node, "merge": {"spec": {"unschedulable": True}}}
+
+
+def _not_ready(node: str) -> dict[str, Any]:
+    conditions = [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "KubeletNotReady",
+            "message": "PLEG is not healthy",
+        }
+    ]
+    return {"kind": "Node", "name": node, "merge": {"status": {"conditions": conditions}}}
+
+
+def test_one_node_of_a_small_pool_may_go(edited: Edited, facts_of: Facts) -> None:
+    verdict = check_budget(facts_of(edited()), "gpu-a1", BlastRadius())
+    assert verdict.allowed and verdict.budget == 1  # 10% of 4 rounds up to one node
+
+
+@pytest.mark.parametrize("taken", [_cordon("gpu-a2"), _not_ready("gpu-a2")])
+def test_a_second_node_is_refused_whoever_took_the_first(
+    edited: Edited, facts_of: Facts, taken: dict[str, Any]
+) -> None:
+    verdict = check_budget(facts_of(edited(taken)), "gpu-a1", BlastRadius())
+    assert not verdict.allowed
+    assert verdict.out_of_service == ["gpu-a2"]
+    assert (
+        "pool a100-east may have 1 of 4 nodes out of service at once; out now: gpu-a2"
+        in verdict.reason
+    )
+
+
+def test_the_node_already_out_is_within_budget(edited: Edited, facts_of: Facts) -> None:
+    assert check_budget(facts_of(edited(_cordon("gpu-a1"))), "gpu-a1", BlastRadius()).allowed
+
+
+def test_a_larger_budget_allows_more(edited: Edited, facts_of: Facts) -> None:
+    limits = BlastRadius(max_nodes=2, max_share=0.5)
+    assert check_budget(facts_of(edited(_cordon("gpu-a2"))), "gpu-a1", limits).allowed
+    facts = facts_of(edited(_cordon("gpu-a2"), _cordon("gpu-a3")))
+    assert not check_budget(facts, "gpu-a1", limits).allowed
+
+
+def test_a_healthy_node_passes_the_gate_once_errors_were_looked_for(
+    edited: Edited, facts_of: Facts
+) -> None:
+    facts = facts_of(edited())
+    gate = health_gate(facts.nodes["gpu-a1"], facts, CLEAN)
+    assert gate.passed, gate.failing
+    unknown = health_gate(facts.nodes["gpu-a1"], facts, ExternalEvidence())
+    assert not unknown.passed  # nobody looked at Prometheus: the gate stays shut
+    assert [i.name for i in unknown.failing] == ["no-new-gpu-errors"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "item", "reason"),
+    [
+        (
+            {
+                "kind": "Node",
+                "name": "gpu-a1",
+                "merge": {"status": {"allocatable": {"nvidia.com/gpu": "7"}}},
+            },
+            "gpus-allocatable",
+            "7 of 8 GPUs allocatable",
+        ),
+        (_not_ready("gpu-a1"), "node-ready", "Ready=False"),
+        (
+            {
+                "kind": "Node",
+                "name": "gpu-a1",
+                "merge": {"metadata": {"labels": {"nvidia.com/cuda.driver-version.full": "535.1"}}},
+            },
+            "driver-consistent",
+            "pool a100-east mostly runs 550.54.15",
+        ),
+        (
+            {
+                "kind": "Node",
+                "name": "gpu-a1",
+                "merge": {
+                    "metadata": {
+                        "labels": {
+                            "nvidia.com/mig.config": "all-1g.10gb",
+                            "nvidia.com/mig.config.state": "pending",
+                        }
+                    }
+                },
+            },
+            "mig-state",
+            "nvidia.com/mig.config.state=pending",
+        ),
+    ],
+)
+def test_each_gate_item_fails_on_its_fact(
+    edited: Edited, facts_of: Facts, edit: dict[str, Any], item: str, reason: str
+) -> None:
+    facts = facts_of(edited(edit))
+    gate = health_gate(facts.nodes["gpu-a1"], facts, CLEAN)
+    failing = {i.name: i.reason for i in gate.failing}
+    assert not gate.passed and reason in failing[item]
+
+
+def test_new_gpu_errors_and_required_diagnostics_close_the_gate(
+    edited: Edited, facts_of: Facts
+) -> None:
+    facts = facts_of(edited())
+    node = facts.nodes["gpu-a1"]
+    errors = health_gate(node, facts, ExternalEvidence(new_gpu_errors=["Xid 48 on GPU 2"]))
+    assert {i.name: i.reason for i in errors.failing} == {"no-new-gpu-errors": "Xid 48 on GPU 2"}
+    diag = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True))
+    assert [i.name for i in diag.failing] == ["dcgm-diag"]
+    done = ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True, dcgm_diag_passed=True)
+    assert health_gate(node, facts, done).passed
