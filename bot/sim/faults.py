@@ -51,7 +51,7 @@ from bot.kubeobjects import (
     pod_requests,
     selector_matches,
 )
-from bot.sim.objects import GPU_OPERATOR_NS, Json, ts
+from bot.sim.objects import GPU_OPERATOR_NS, Json, running_conditions, ts
 from bot.sim.patching import STRATEGIC_PATCH
 from bot.sim.store import BY_KIND, ApiError, Store
 
@@ -1064,21 +1064,7 @@ def _restart_driver_pod(
         "podIP": (old.get("status") or {}).get("podIP"),
         "startTime": ts(at),
         "qosClass": (old.get("status") or {}).get("qosClass", "BestEffort"),
-        "conditions": [
-            {
-                "type": kind,
-                "status": "True",
-                "lastProbeTime": None,
-                "lastTransitionTime": ts(started),
-            }
-            for kind in (
-                "PodReadyToStartContainers",
-                "Initialized",
-                "Ready",
-                "ContainersReady",
-                "PodScheduled",
-            )
-        ],
+        "conditions": running_conditions(started),
         "containerStatuses": [
             {
                 "name": container_name,

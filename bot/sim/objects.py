@@ -211,6 +211,20 @@ def node(
     }
 
 
+def running_conditions(since: datetime) -> list[Json]:
+    """The conditions of a pod the kubelet has started and that is Ready."""
+    return [
+        {"type": kind, "status": "True", "lastProbeTime": None, "lastTransitionTime": ts(since)}
+        for kind in (
+            "PodReadyToStartContainers",
+            "Initialized",
+            "Ready",
+            "ContainersReady",
+            "PodScheduled",
+        )
+    ]
+
+
 def owner(kind: str, name: str, api_version: str = "apps/v1") -> Json:
     return {
         "apiVersion": api_version,
@@ -340,21 +354,7 @@ def pod(
         started = created + timedelta(seconds=20)
         status = {
             "phase": "Running",
-            "conditions": [
-                {
-                    "type": kind,
-                    "status": "True",
-                    "lastProbeTime": None,
-                    "lastTransitionTime": ts(started),
-                }
-                for kind in (
-                    "PodReadyToStartContainers",
-                    "Initialized",
-                    "Ready",
-                    "ContainersReady",
-                    "PodScheduled",
-                )
-            ],
+            "conditions": running_conditions(started),
             "hostIP": host_ip,
             "podIP": _pod_ip(namespace, name),
             "startTime": ts(created + timedelta(seconds=2)),

@@ -104,6 +104,16 @@ def not_found(resource: ResourceType, name: str) -> ApiError:
     )
 
 
+def conflict(resource: ResourceType, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        {"name": name, "kind": resource.plural},
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -234,13 +244,7 @@ class Store:
             current = self._current(resource, namespace, name)
             wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has '
-                    "been modified; please apply your changes to the latest version and try again",
-                    {"name": name, "kind": resource.plural},
-                )
+                raise conflict(resource, name)
             return self._store_update(resource, current, copy.deepcopy(body))
 
     def _store_update(self, resource: ResourceType, current: Json, obj: Json) -> Json:
@@ -268,13 +272,7 @@ class Store:
             )
             if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
                 # A patch that names a resourceVersion is a precondition, as on the real server.
-                raise ApiError(
-                    409,
-                    "Conflict",
-                    f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has '
-                    "been modified; please apply your changes to the latest version and try again",
-                    {"name": name, "kind": resource.plural},
-                )
+                raise conflict(resource, name)
             try:
                 patched = apply_patch(content_type, current, body)
             except LookupError as exc:
