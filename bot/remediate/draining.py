@@ -32,7 +32,7 @@ from tenacity import (
 )
 
 from bot.errors import NotFound, PermanentError, TemporaryError
-from bot.kubeobjects import controller_of, name_of, namespace_of
+from bot.kubeobjects import controller_of, name_of, namespace_of, pod_finished
 from bot.ports import Cluster, Obj
 from bot.remediate.nodes import cordon
 
@@ -108,10 +108,6 @@ class DrainProgress:
 ProgressCallback = Callable[[DrainProgress], None]
 
 
-def _finished(pod: Obj) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
 @dataclass(frozen=True)
 class _Flags:
     ignore_daemonsets: bool
@@ -134,7 +130,7 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
                 return Refusal(ns, name, "daemonset-missing", message, "--force")
             # kubectl --force evicts a pod whose DaemonSet is gone: nothing recreates it.
             return PodPlan(ns, name, uid, "evict", "orphaned DaemonSet pod", flags.grace_period_s)
-        if _finished(pod):
+        if pod_finished(pod):
             return PodPlan(ns, name, uid, "evict", "finished", flags.grace_period_s)
         if not flags.ignore_daemonsets:
             message = f"cannot delete DaemonSet-managed Pods: {ns}/{name}"
@@ -144,13 +140,13 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
         return PodPlan(ns, name, uid, "skip", "mirror pod", flags.grace_period_s)
     volumes = (pod.get("spec") or {}).get("volumes") or []
     local = any("emptyDir" in (v or {}) for v in volumes)
-    if local and not _finished(pod) and not flags.delete_emptydir_data:
+    if local and not pod_finished(pod) and not flags.delete_emptydir_data:
         message = f"cannot delete Pods with local storage: {ns}/{name}"
         return Refusal(ns, name, "emptydir", message, "--delete-emptydir-data")
-    if controller is None and not _finished(pod) and not flags.allow_unmanaged:
+    if controller is None and not pod_finished(pod) and not flags.allow_unmanaged:
         message = f"cannot delete Pods that declare no controller: {ns}/{name}"
         return Refusal(ns, name, "no-controller", message, "--force")
-    reason = "finished" if _finished(pod) else "evictable"
+    reason = "finished" if pod_finished(pod) else "evictable"
     return PodPlan(ns, name, uid, "evict", reason, flags.grace_period_s)
 
 

@@ -48,6 +48,7 @@ from bot.kubeobjects import (
     labels_of,
     name_of,
     namespace_of,
+    pod_finished,
     pod_requests,
     selector_matches,
 )
@@ -225,10 +226,6 @@ def _is_daemonset_pod(pod: Json) -> bool:
 
 def _is_mirror_pod(pod: Json) -> bool:
     return "kubernetes.io/config.mirror" in (pod["metadata"].get("annotations") or {})
-
-
-def _finished(pod: Json) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
 def _gpu_count(node: Json) -> int:
@@ -782,7 +779,7 @@ def _restart_containers(store: Store, node: str, down: datetime, now: datetime) 
     """After a reboot every running container is gone: restarted (exit 255, reason Unknown)."""
     restarted = 0
     for pod in _pods_on(store, node):
-        if pod["metadata"].get("deletionTimestamp") or _finished(pod):
+        if pod["metadata"].get("deletionTimestamp") or pod_finished(pod):
             continue
         status = pod.get("status") or {}
         never = (pod.get("spec") or {}).get("restartPolicy") == "Never"
@@ -906,7 +903,7 @@ def _pdb_block(t: _Target) -> FaultResult:
     pods = [
         p
         for p in _pods_on(t.store, t.name)
-        if not _is_daemonset_pod(p) and not _is_mirror_pod(p) and not _finished(p)
+        if not _is_daemonset_pod(p) and not _is_mirror_pod(p) and not pod_finished(p)
     ]
     pdbs: dict[tuple[str, str], Json] = {}
     for pod in pods:
@@ -963,7 +960,7 @@ def _finalizer_stuck(
         for p in _pods_on(t.store, t.name)
         if not _is_daemonset_pod(p)
         and not _is_mirror_pod(p)
-        and not _finished(p)
+        and not pod_finished(p)
         and not p["metadata"].get("deletionTimestamp")
         and (pod is None or name_of(p) == pod)
     ]
@@ -1096,7 +1093,7 @@ def _delete_gpu_pods(store: Store, node: str) -> list[str]:
     """The upgrade controller's pod-deletion step: GPU pods go through the Eviction API."""
     lines = []
     for pod in _pods_on(store, node):
-        if _is_daemonset_pod(pod) or _finished(pod) or pod["metadata"].get("deletionTimestamp"):
+        if _is_daemonset_pod(pod) or pod_finished(pod) or pod["metadata"].get("deletionTimestamp"):
             continue
         if not any(k.startswith("nvidia.com/") for k in pod_requests(pod)):
             continue

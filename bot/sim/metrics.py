@@ -47,7 +47,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from bot.kubeobjects import labels_of, name_of
+from bot.kubeobjects import labels_of, name_of, pod_ready
 from bot.sim.faults import FaultError, gpu_state
 from bot.sim.objects import GPU_OPERATOR_NS, Json
 from bot.sim.store import BY_KIND, ApiError, Store
@@ -309,14 +309,6 @@ def node_series(
     return series
 
 
-def _ready(pod: Json) -> bool:
-    status = pod.get("status") or {}
-    return status.get("phase") == "Running" and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
-
-
 def _exporter_pods(store: Store, node: str | None = None) -> dict[str, list[Json]]:
     """node -> its live dcgm-exporter pods."""
     selector = f"spec.nodeName={node}" if node else ""
@@ -332,7 +324,7 @@ def _exporter_pods(store: Store, node: str | None = None) -> dict[str, list[Json
 def exporter_up(pods: list[Json]) -> bool:
     """Whether a node's exporter answers: no dcgm-exporter pod modelled (a bare store), or one
     Running and Ready."""
-    return not pods or any(_ready(p) for p in pods)
+    return not pods or any(pod_ready(p) for p in pods)
 
 
 # ---- the collector --------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.kubeobjects import labels_of, name_of, namespace_of, selector_matches
+from bot.kubeobjects import labels_of, name_of, namespace_of, pod_ready, selector_matches
 from bot.sim.patching import PatchError, apply_patch
 from bot.sim.selectors import (
     FieldSelector,
@@ -477,7 +477,9 @@ class Store:
                 and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             ]
         expected = len(pods) + len(self._disrupted.get((namespace_of(pdb), name_of(pdb)), []))
-        healthy = sum(1 for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp"))
+        healthy = sum(
+            1 for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+        )
         if "minAvailable" in spec:
             desired = _scaled(spec["minAvailable"], expected, round_up=True)
         elif "maxUnavailable" in spec:
@@ -567,16 +569,6 @@ def _owner_key(pod: Json) -> str:
         if owner.get("controller"):
             return f"{owner.get('kind')}/{owner.get('name')}"
     return f"Pod/{name_of(pod)}"
-
-
-def _ready(pod: Json) -> bool:
-    status = pod.get("status") or {}
-    if status.get("phase") != "Running":
-        return False
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or []
-    )
 
 
 def _scaled(value: Any, total: int, round_up: bool) -> int:
