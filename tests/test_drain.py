@@ -14,6 +14,17 @@ Sim = tuple[Any, KubeCluster]
 MERGE = "application/merge-patch+json"
 
 
+def _budget(server: Any, min_available: int) -> None:
+    """train-llm-0 has two workers: a budget of 2 lets neither go, 1 lets one go."""
+    server.store.patch(
+        BY_KIND["PodDisruptionBudget"],
+        "ml",
+        "train-llm-0-pdb",
+        MERGE,
+        {"spec": {"minAvailable": min_available}},
+    )
+
+
 def _pods_on(server: Any, node: str) -> list[str]:
     items, _ = server.store.list(BY_KIND["Pod"], "", field_selector=f"spec.nodeName={node}")
     return sorted(p["metadata"]["name"] for p in items)
@@ -85,13 +96,7 @@ def test_pods_without_controller_need_allow_unmanaged_and_are_still_evicted(
 
 def test_only_disable_eviction_deletes_directly_and_it_ignores_the_pdb(sim_cluster: Sim) -> None:
     server, cluster = sim_cluster
-    server.store.patch(
-        BY_KIND["PodDisruptionBudget"],
-        "ml",
-        "train-llm-0-pdb",
-        MERGE,
-        {"spec": {"minAvailable": 2}},
-    )
+    _budget(server, min_available=2)
     result = drain(cluster, "gpu-a1", timeout_s=20, disable_eviction=True)
     assert result.completed and result.evicted == []
     assert sorted(server.store.direct_deletes) == sorted(result.deleted)
@@ -107,13 +112,7 @@ def test_missing_daemonset_is_refused_as_kubectl_does(sim_cluster: Sim) -> None:
 
 def test_pdb_block_stalls_with_the_blocker_named_and_the_rest_evicted(sim_cluster: Sim) -> None:
     server, cluster = sim_cluster
-    server.store.patch(
-        BY_KIND["PodDisruptionBudget"],
-        "ml",
-        "train-llm-0-pdb",
-        MERGE,
-        {"spec": {"minAvailable": 2}},
-    )
+    _budget(server, min_available=2)
     progress: list[DrainProgress] = []
     result = drain(cluster, "gpu-a1", timeout_s=2, on_progress=progress.append)
     assert not result.completed
@@ -128,24 +127,12 @@ def test_pdb_block_stalls_with_the_blocker_named_and_the_rest_evicted(sim_cluste
 
 def test_drain_goes_on_as_soon_as_the_budget_allows(sim_cluster: Sim) -> None:
     server, cluster = sim_cluster
-    server.store.patch(
-        BY_KIND["PodDisruptionBudget"],
-        "ml",
-        "train-llm-0-pdb",
-        MERGE,
-        {"spec": {"minAvailable": 2}},
-    )
+    _budget(server, min_available=2)
     released: list[float] = []
     gone: list[float] = []
 
     def release() -> None:
-        server.store.patch(
-            BY_KIND["PodDisruptionBudget"],
-            "ml",
-            "train-llm-0-pdb",
-            MERGE,
-            {"spec": {"minAvailable": 1}},
-        )
+        _budget(server, min_available=1)
         released.append(time.monotonic())
 
     def progress(p: DrainProgress) -> None:

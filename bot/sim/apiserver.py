@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -24,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from bot.sim import faults
+from bot.sim.serving import LoopbackServer
 from bot.sim.store import (
     BY_PLURAL,
     RESOURCES,
@@ -149,13 +149,6 @@ def _list_kind(resource: ResourceType) -> str:
     return f"{resource.kind}List"
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up (a finished watch, kubectl exiting) is normal, not an error.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class SimulatedApiServer:
     """The HTTP server; `store` is the state tests and fault injection act on."""
 
@@ -185,30 +178,23 @@ class SimulatedApiServer:
             def do_DELETE(self) -> None:
                 server._handle(self, "DELETE")
 
-        self._http = _QuietServer(("127.0.0.1", port), Handler)
-        self._http.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackServer(Handler, port, "sim-apiserver")
 
     @property
     def port(self) -> int:
-        return int(self._http.server_address[1])
+        return self._http.port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._http.url
 
     def start(self) -> SimulatedApiServer:
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, name="sim-apiserver", daemon=True
-        )
-        self._thread.start()
+        self._http.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
-            self._http.shutdown()
-        self._http.server_close()
+        self._http.stop()
 
     def write_kubeconfig(self, path: Path) -> Path:
         config = {

@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 import threading
 import weakref
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -50,6 +49,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from bot.kubeobjects import labels_of, name_of, pod_ready
 from bot.sim.faults import FaultError, gpu_state
 from bot.sim.objects import GPU_OPERATOR_NS, Json
+from bot.sim.serving import LoopbackServer
 from bot.sim.store import BY_KIND, ApiError, Store
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -403,12 +403,6 @@ def render(collector: Collector) -> bytes:
 # ---- the HTTP server ------------------------------------------------------------------------
 
 
-class _QuietServer(ThreadingHTTPServer):
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
-
-
 class DcgmExporterServer:
     """`GET /metrics/<node>`: that node's dcgm-exporter (404 for an unknown or GPU-less node,
     503 while its exporter pod is not ready); `GET /metrics`: every node at once."""
@@ -429,35 +423,25 @@ class DcgmExporterServer:
             def do_GET(self) -> None:
                 server._handle(self)
 
-        self._http = _QuietServer(("127.0.0.1", port), Handler)
-        self._http.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._http = LoopbackServer(Handler, port, "sim-dcgm-exporter")
 
     @property
     def port(self) -> int:
-        return int(self._http.server_address[1])
+        return self._http.port
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self._http.url
 
     def node_url(self, node: str) -> str:
         return f"{self.url}/metrics/{node}"
 
     def start(self) -> DcgmExporterServer:
-        self._thread = threading.Thread(
-            target=self._http.serve_forever,
-            kwargs={"poll_interval": 0.05},  # stop() returns within 50 ms
-            name="sim-dcgm-exporter",
-            daemon=True,
-        )
-        self._thread.start()
+        self._http.start()
         return self
 
     def stop(self) -> None:
-        if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
-            self._http.shutdown()
-        self._http.server_close()
+        self._http.stop()
 
     def __enter__(self) -> DcgmExporterServer:
         return self.start()

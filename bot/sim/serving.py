@@ -1,0 +1,47 @@
+"""The one way the simulator serves HTTP: threaded, on 127.0.0.1 only, quiet about clients
+that hang up, and stoppable whether or not it was ever started."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a finished watch, kubectl exiting) is normal, not an error.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
+class LoopbackServer:
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int, name: str) -> None:
+        self._http = _QuietServer(("127.0.0.1", port), handler)
+        self._name = name
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._http.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.05},  # stop() returns within 50 ms
+            name=self._name,
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
+            self._http.shutdown()
+        self._http.server_close()
