@@ -52,6 +52,15 @@ class WatchExpired(TemporaryError):
     """The watch's resourceVersion is older than the server's history: relist."""
 
 
+class Conflict(TemporaryError):
+    """409: another writer got there first (`reason` Conflict: read again and retry) or the
+    name is taken (`reason` AlreadyExists)."""
+
+    def __init__(self, message: str, reason: str = "Conflict") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class PermanentError(GpubotError):
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__(message)

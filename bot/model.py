@@ -298,3 +298,31 @@ class Diagnosis(_Frozen):
     lang: Lang
     signals: list[str] = Field(default_factory=list)
     """Fingerprints of the signals this diagnosis explains."""
+
+
+class ActionRequest(_Frozen):
+    """A proposal made into something a person can approve: exactly this action on exactly
+    this node, on the facts it was made on (`facts_fingerprint`), until `expires_at`."""
+
+    id: str
+    action: Action
+    node: str
+    requested_by: str
+    created_at: datetime
+    expires_at: datetime
+    facts_fingerprint: str
+    incident: str | None = None
+    risk: str = ""
+    """What acting costs, shown in the approval dialog (e.g. training pods without a recent
+    checkpoint)."""
+    force: bool = False
+    delete_emptydir_data: bool = False
+    override_gate: bool = False
+
+
+class Vote(_Frozen):
+    """One person's approval of one request."""
+
+    request_id: str
+    approver: str
+    at: datetime

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
-Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet"]
+Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet", "Lease"]
 Obj = dict[str, Any]
 
 
@@ -61,4 +62,31 @@ class Cluster(Protocol):
 
     def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
         """A direct delete: only ever for a drain a person approved with `force`."""
+        ...
+
+    def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> Obj:
+        """POST a new object (the health gate's smoke-test pod, the leader Lease);
+        `PermanentError` with reason AlreadyExists when the name is taken."""
+        ...
+
+    def replace(self, kind: Kind, namespace: str, name: str, body: Mapping[str, Any]) -> Obj:
+        """PUT with the body's resourceVersion as precondition: `Conflict` when someone
+        wrote in between (Lease renewals depend on it)."""
+        ...
+
+    def pod_log(self, namespace: str, name: str, container: str | None = None) -> str: ...
+
+
+Sample = tuple[dict[str, str], float]
+"""One series of an instant vector: its labels and its value."""
+
+
+class Metrics(Protocol):
+    """Prometheus' HTTP query API. Errors: `TemporaryError` when Prometheus is down, slow
+    (past `timeout_s`) or answers 5xx; `PermanentError` for a query it rejects (4xx)."""
+
+    def query(
+        self, promql: str, at: datetime | None = None, timeout_s: float = 5.0
+    ) -> list[Sample]:
+        """An instant query; a scalar answer comes back as one sample without labels."""
         ...

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.errors import EvictionBlocked, NotFound, PermanentError, TemporaryError
+from bot.errors import Conflict, EvictionBlocked, NotFound, PermanentError, TemporaryError
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshot import collect_facts
 from bot.kube.cluster import KubeCluster
@@ -99,3 +99,52 @@ def test_errors_become_gpubot_errors_with_their_retry_meaning(sim_cluster: Sim) 
     unreachable = KubeCluster.for_url("http://127.0.0.1:9")
     with pytest.raises(TemporaryError):
         unreachable.get("Node", "", "gpu-a1")
+
+
+def _lease(name: str, holder: str, version: str | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": "gpubot"}
+    if version:
+        metadata["resourceVersion"] = version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15},
+    }
+
+
+def test_leases_are_created_once_and_replaced_only_from_the_version_read(sim_cluster: Sim) -> None:
+    _, cluster = sim_cluster
+    created = cluster.create("Lease", "gpubot", _lease("gpubot-leader", "a"))
+    with pytest.raises(Conflict) as taken:
+        cluster.create("Lease", "gpubot", _lease("gpubot-leader", "b"))
+    assert taken.value.reason == "AlreadyExists"
+
+    version = created["metadata"]["resourceVersion"]
+    renewed = cluster.replace(
+        "Lease", "gpubot", "gpubot-leader", _lease("gpubot-leader", "a", version)
+    )
+    with pytest.raises(Conflict) as stale:
+        cluster.replace("Lease", "gpubot", "gpubot-leader", _lease("gpubot-leader", "b", version))
+    assert stale.value.reason == "Conflict"
+    held = cluster.get("Lease", "gpubot", "gpubot-leader")
+    assert held["spec"]["holderIdentity"] == "a"
+    assert held["metadata"]["resourceVersion"] == renewed["metadata"]["resourceVersion"]
+    assert [x["metadata"]["name"] for x in cluster.list("Lease", namespace="gpubot")] == [
+        "gpubot-leader"
+    ]
+
+
+def test_pods_can_be_created_and_their_log_read(sim_cluster: Sim) -> None:
+    server, cluster = sim_cluster
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    cluster.create("Pod", "default", pod)
+    assert server.store.get(BY_KIND["Pod"], "default", "probe")["metadata"]["name"] == "probe"
+    assert "default/probe" in cluster.pod_log("default", "probe")
+    with pytest.raises(NotFound):
+        cluster.pod_log("default", "absent")

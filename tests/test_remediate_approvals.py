@@ -70,7 +70,7 @@ def test_drain_needs_two_different_approvers(node: Any) -> None:
     request = new_request("r1", Action.DRAIN, node, "carol", NOW, POLICY)
     first = decide(request, "alice", NOW, POLICY, groups_of)
     assert first.outcome == "need-another"
-    votes = [Vote("r1", "alice", NOW)]
+    votes = [Vote(request_id="r1", approver="alice", at=NOW)]
     again = decide(request, "alice", NOW, POLICY, groups_of, votes)
     assert again.outcome == "refused" and "different second approver" in again.reason
     second = decide(request, "bob", NOW, POLICY, groups_of, votes)

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from bot.errors import (
+    Conflict,
     EvictionBlocked,
     GpubotError,
     NotFound,
@@ -70,8 +71,13 @@ def _from_api_exception(exc: ApiException, what: str) -> GpubotError:
         return WatchExpired(message)
     if code == 429 and "eviction" in what:
         return EvictionBlocked(message, retry_after)
-    if code in (429, 409) or code >= 500 or code == 0:
-        # 409 on a write means someone else wrote first: read again and retry.
+    if code == 409:
+        try:
+            reason = str(json.loads(exc.body or b"{}").get("reason") or "Conflict")
+        except (ValueError, TypeError, AttributeError):
+            reason = "Conflict"
+        return Conflict(message, reason)
+    if code == 429 or code >= 500 or code == 0:
         return TemporaryError(message, retry_after)
     return PermanentError(message, code)
 
@@ -84,6 +90,7 @@ class KubeCluster:
         self._core = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
         self._policy = client.PolicyV1Api(api_client)
+        self._coordination = client.CoordinationV1Api(api_client)
         self._timeout = request_timeout_s
 
     @classmethod
@@ -128,6 +135,10 @@ class KubeCluster:
             "ReplicaSet": (
                 apps.list_replica_set_for_all_namespaces,
                 apps.list_namespaced_replica_set,
+            ),
+            "Lease": (
+                self._coordination.list_lease_for_all_namespaces,
+                self._coordination.list_namespaced_lease,
             ),
         }
         everywhere, scoped = table[kind]
@@ -223,6 +234,7 @@ class KubeCluster:
             ),
             "DaemonSet": lambda **kw: apps.read_namespaced_daemon_set(name, namespace, **kw),
             "ReplicaSet": lambda **kw: apps.read_namespaced_replica_set(name, namespace, **kw),
+            "Lease": lambda **kw: self._coordination.read_namespaced_lease(name, namespace, **kw),
         }
         with _converted(f"get {kind} {namespace + '/' if namespace else ''}{name}"):
             response = readers[kind](_preload_content=False, _request_timeout=self._timeout)
@@ -266,3 +278,38 @@ class KubeCluster:
                 _preload_content=False,
                 _request_timeout=self._timeout,
             )
+
+    def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> Obj:
+        creators: dict[str, Callable[..., Any]] = {
+            "Pod": self._core.create_namespaced_pod,
+            "Lease": self._coordination.create_namespaced_lease,
+        }
+        name = str((body.get("metadata") or {}).get("name", ""))
+        with _converted(f"create {kind} {namespace}/{name}"):
+            response = creators[kind](
+                namespace, dict(body), _preload_content=False, _request_timeout=self._timeout
+            )
+            obj: Obj = json.loads(response.data)
+            return obj
+
+    def replace(self, kind: Kind, namespace: str, name: str, body: Mapping[str, Any]) -> Obj:
+        replacers: dict[str, Callable[..., Any]] = {
+            "Lease": self._coordination.replace_namespaced_lease,
+        }
+        with _converted(f"replace {kind} {namespace}/{name}"):
+            response = replacers[kind](
+                name, namespace, dict(body), _preload_content=False, _request_timeout=self._timeout
+            )
+            obj: Obj = json.loads(response.data)
+            return obj
+
+    def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
+        with _converted(f"log of pod {namespace}/{name}"):
+            response: Any = self._core.read_namespaced_pod_log(
+                name,
+                namespace,
+                container=container,
+                _preload_content=False,
+                _request_timeout=self._timeout,
+            )
+            return bytes(response.data).decode(errors="replace")

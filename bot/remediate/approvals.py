@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bot.model import Action, NodeFacts
+from bot.model import Action, ActionRequest, NodeFacts, Vote
 
 
 class ActionPolicy(BaseModel):
@@ -53,29 +53,6 @@ class ApprovalPolicy(BaseModel):
         return {Action.CORDON: self.cordon, Action.DRAIN: self.drain}.get(
             request.action, self.uncordon
         )
-
-
-@dataclass(frozen=True)
-class ActionRequest:
-    id: str
-    action: Action
-    node: str
-    requested_by: str
-    created_at: datetime
-    expires_at: datetime
-    facts_fingerprint: str
-    incident: str | None = None
-    risk: str = ""
-    force: bool = False
-    delete_emptydir_data: bool = False
-    override_gate: bool = False
-
-
-@dataclass(frozen=True)
-class Vote:
-    request_id: str
-    approver: str
-    at: datetime
 
 
 Outcome = Literal["refused", "need-another", "approved"]
