@@ -69,3 +69,12 @@ class PermanentError(GpubotError):
 
 class NotFound(PermanentError):
     pass
+
+
+class StoreUnavailable(TemporaryError):
+    """The database is down, locked or timed out: nothing was written; try again."""
+
+
+class StoreSchemaError(GpubotError):
+    """The database's schema is not the one this gpubot runs on; the message names the
+    command to run."""

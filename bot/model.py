@@ -326,3 +326,69 @@ class Vote(_Frozen):
     request_id: str
     approver: str
     at: datetime
+
+
+class IncidentState(StrEnum):
+    """Where an incident is; `bot.incidents.lifecycle` says which moves are legal."""
+
+    OPEN = "open"
+    DIAGNOSED = "diagnosed"
+    AWAITING_APPROVAL = "awaiting_approval"
+    APPROVED = "approved"
+    DENIED = "denied"
+    EXPIRED = "expired"
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RESOLVED = "resolved"
+
+
+class Incident(_Frozen):
+    """One problem on one subject: signals grouped by (cluster, node, rule)."""
+
+    id: str
+    cluster: str
+    node: str | None
+    """None for a pool- or cluster-wide incident; "" never: unknown nodes are "unknown"."""
+    pool: str | None = None
+    rule: str
+    state: IncidentState
+    severity: Severity
+    title: str
+    opened_at: datetime
+    updated_at: datetime
+    resolved_at: datetime | None = None
+    reopened: int = 0
+    """How often it fired again within the reopen window after a resolve (flapping)."""
+    parent: str | None = None
+    """The pool-wide incident this node incident belongs to."""
+    chat_ref: str | None = None
+    """Where its message lives in the chat (e.g. Slack `channel/ts`), for threads and updates."""
+
+
+TimelineKind = Literal[
+    "signal",
+    "diagnosis",
+    "state",
+    "proposal",
+    "approval",
+    "denial",
+    "action-start",
+    "action-progress",
+    "action-result",
+    "gate",
+    "resolve",
+    "note",
+]
+
+
+class TimelineEntry(_Frozen):
+    """An append-only line of an incident's story: when, who, what, and the data behind it."""
+
+    incident: str
+    at: datetime
+    actor: str
+    """A person's chat id, or "gpubot"."""
+    kind: TimelineKind
+    text: str
+    data: dict[str, object] = Field(default_factory=dict)

@@ -5,9 +5,19 @@ tests swap in the simulator behind the real adapter rather than patching anythin
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal, Protocol
+
+from bot.model import (
+    ActionRequest,
+    Diagnosis,
+    Incident,
+    IncidentState,
+    Signal,
+    TimelineEntry,
+    Vote,
+)
 
 Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet", "Lease"]
 Obj = dict[str, Any]
@@ -89,4 +99,86 @@ class Metrics(Protocol):
         self, promql: str, at: datetime | None = None, timeout_s: float = 5.0
     ) -> list[Sample]:
         """An instant query; a scalar answer comes back as one sample without labels."""
+        ...
+
+
+ExecutionOutcome = Literal["running", "succeeded", "failed", "refused", "dry-run"]
+
+
+class Execution(Protocol):
+    request_id: str
+    executor: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: ExecutionOutcome
+    detail: str
+
+
+class Store(Protocol):
+    """Everything gpubot must not lose or do twice. Each method is one transaction: it
+    happened whole or not at all. Errors: `StoreUnavailable` (down, locked: answer 503 and
+    let the sender retry), `NotFound`, `IllegalTransition`."""
+
+    def add_signals(self, signals: Sequence[Signal], received_at: datetime) -> list[bool]:
+        """Keeps each signal once (by fingerprint, status and start): True where it was new."""
+        ...
+
+    def record_diagnosis(
+        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
+    ) -> tuple[Incident, bool]:
+        """The incident for (cluster, node, rule): the open one, a resolved one reopened
+        within the window, or a new one; True when it is new or reopened."""
+        ...
+
+    def incident(self, incident_id: str) -> Incident: ...
+
+    def incidents(
+        self, node: str | None = None, states: Sequence[IncidentState] = ()
+    ) -> list[Incident]: ...
+
+    def incidents_for_signal(self, fingerprint: str) -> list[Incident]: ...
+
+    def transition(
+        self,
+        incident_id: str,
+        target: IncidentState,
+        actor: str,
+        now: datetime,
+        text: str = "",
+        data: Mapping[str, object] | None = None,
+    ) -> Incident:
+        """Moves the incident (legal moves only) and writes the timeline entry with it."""
+        ...
+
+    def set_chat_ref(self, incident_id: str, chat_ref: str) -> None: ...
+
+    def append(self, entry: TimelineEntry) -> None: ...
+
+    def timeline(self, incident_id: str) -> list[TimelineEntry]: ...
+
+    def add_request(self, request: ActionRequest) -> None: ...
+
+    def request(self, request_id: str) -> ActionRequest: ...
+
+    def requests(self, incident_id: str) -> list[ActionRequest]: ...
+
+    def add_vote(self, vote: Vote) -> bool:
+        """False when this person already approved this request (a double click)."""
+        ...
+
+    def votes(self, request_id: str) -> list[Vote]: ...
+
+    def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
+        """The one place an approval turns into action: True for exactly one caller ever,
+        whatever the clicks, retries, restarts or replicas (a uniqueness constraint)."""
+        ...
+
+    def finish_execution(
+        self, request_id: str, outcome: ExecutionOutcome, detail: str, now: datetime
+    ) -> None: ...
+
+    def execution(self, request_id: str) -> Execution | None: ...
+
+    def unfinished_executions(self) -> list[Execution]:
+        """Claimed but never finished: what a restart must resume or report."""
         ...

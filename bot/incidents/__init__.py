@@ -1,0 +1,1 @@
+"""Incidents: grouping signals, the incident state machine, the timeline and its summaries."""

@@ -1,0 +1,43 @@
+"""The incident state machine. Every move not listed here is a bug somewhere upstream, so it
+raises instead of being quietly allowed; the store writes each legal move to the timeline."""
+
+from __future__ import annotations
+
+from bot.errors import GpubotError
+from bot.model import IncidentState as S
+
+TRANSITIONS: dict[S, frozenset[S]] = {
+    S.OPEN: frozenset({S.DIAGNOSED, S.RESOLVED}),
+    S.DIAGNOSED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED}),
+    # Approved but the node changed before acting: the executor asks again.
+    S.APPROVED: frozenset({S.EXECUTING, S.AWAITING_APPROVAL, S.EXPIRED}),
+    S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED}),
+    # After a drain comes the repair, the health gate and an uncordon: another approval.
+    S.SUCCEEDED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    S.FAILED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    S.DENIED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    S.EXPIRED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    # Firing again after a resolve, within the reopen window.
+    S.RESOLVED: frozenset({S.OPEN}),
+}
+
+
+class IllegalTransition(GpubotError):
+    def __init__(self, incident: str, current: S, target: S) -> None:
+        allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"
+        super().__init__(
+            f"incident {incident}: cannot go from {current.value} to {target.value} "
+            f"(from {current.value} it may go to: {allowed})"
+        )
+        self.current = current
+        self.target = target
+
+
+def check(incident: str, current: S, target: S) -> None:
+    if target not in TRANSITIONS[current]:
+        raise IllegalTransition(incident, current, target)
+
+
+ACTIVE = frozenset({S.APPROVED, S.EXECUTING})
+"""States in which something may be acting on the node: never resolved from outside."""

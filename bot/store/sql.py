@@ -1,0 +1,549 @@
+"""`SqlStore`: the Store port on SQLAlchemy Core. One method, one transaction.
+
+Exactly-once lives in constraints, not in memory: a signal's dedup key, one unresolved
+incident per (cluster, subject, rule), one vote per person and request, one execution per
+request. A caller that loses a race sees the constraint, never a duplicate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from bot.errors import NotFound, StoreUnavailable
+from bot.incidents.lifecycle import check
+from bot.model import (
+    ActionRequest,
+    Diagnosis,
+    Incident,
+    IncidentState,
+    Signal,
+    TimelineEntry,
+    TimelineKind,
+    Vote,
+)
+from bot.ports import ExecutionOutcome
+from bot.store import schema
+from bot.store.tables import executions, incidents, requests, signals, timeline, votes
+
+GPUBOT = "gpubot"
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    request_id: str
+    executor: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: ExecutionOutcome
+    detail: str
+
+
+def signal_key(signal: Signal) -> str:
+    started = signal.starts_at.isoformat() if signal.starts_at else ""
+    return f"{signal.fingerprint}|{signal.status}|{started}"[:300]
+
+
+def subject_of(diagnosis: Diagnosis) -> str:
+    if diagnosis.node:
+        return diagnosis.node
+    return f"pool:{diagnosis.pool}" if diagnosis.pool else "cluster"
+
+
+def _create_engine(url: str, lock_timeout_s: float) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = sa.create_engine(url, connect_args={"timeout": lock_timeout_s})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            # WAL: webhook writes do not block readers (the CLI, the timeline).
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        # psycopg 3 is the driver we ship; a bare postgresql:// would ask for psycopg2.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return sa.create_engine(
+        parsed,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": max(1, int(lock_timeout_s))},
+    )
+
+
+class SqlStore:
+    def __init__(self, engine: Engine, url_for_humans: str) -> None:
+        self.engine = engine
+        self.url = url_for_humans
+
+    @classmethod
+    def open(cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True) -> SqlStore:
+        """Connects and checks the schema (migrating an empty database when `migrate`)."""
+        engine = _create_engine(url, lock_timeout_s)
+        shown = make_url(url).render_as_string(hide_password=True)
+        store = cls(engine, shown)
+        if migrate:
+            with store._translated():
+                schema.ensure_current(engine, shown)
+        return store
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        """A database that is down, locked or gone mid-query is `StoreUnavailable`; a
+        constraint is the caller's to handle; anything else is a bug and propagates."""
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
+            if isinstance(exc, OperationalError) or exc.connection_invalidated:
+                raise StoreUnavailable(f"store {self.url}: {exc.orig or exc}") from exc
+            raise
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        with self._translated(), self.engine.begin() as connection:
+            yield connection
+
+    # ---- signals --------------------------------------------------------------------------
+
+    def add_signals(self, new: Sequence[Signal], received_at: datetime) -> list[bool]:
+        if not new:
+            return []
+        keys = [signal_key(s) for s in new]
+        with self._tx() as tx:
+            known = set(
+                tx.scalars(sa.select(signals.c.dedup_key).where(signals.c.dedup_key.in_(keys)))
+            )
+            fresh: list[bool] = []
+            rows = []
+            for signal, key in zip(new, keys, strict=True):
+                if key in known:
+                    fresh.append(False)
+                    continue
+                known.add(key)
+                fresh.append(True)
+                rows.append(
+                    {
+                        "dedup_key": key,
+                        "fingerprint": signal.fingerprint,
+                        "source": signal.source,
+                        "name": signal.name,
+                        "status": signal.status,
+                        "node": signal.node,
+                        "received_at": received_at,
+                        "truncated_alerts": signal.truncated_alerts,
+                        "payload": signal.model_dump(mode="json"),
+                    }
+                )
+            if rows:
+                tx.execute(signals.insert(), rows)
+        return fresh
+
+    def signals(self, node: str | None = None, limit: int = 1000) -> list[Signal]:
+        query = sa.select(signals.c.payload).order_by(signals.c.id).limit(limit)
+        if node is not None:
+            query = query.where(signals.c.node == node)
+        with self._tx() as tx:
+            payloads: list[Any] = list(tx.scalars(query))
+        return [Signal.model_validate(p) for p in payloads]
+
+    def count_signals(self) -> int:
+        with self._tx() as tx:
+            return int(tx.scalar(sa.select(sa.func.count()).select_from(signals)) or 0)
+
+    # ---- incidents ------------------------------------------------------------------------
+
+    @staticmethod
+    def _incident(row: sa.Row[Any]) -> Incident:
+        m = row._mapping
+        return Incident(
+            id=str(m["id"]),
+            cluster=m["cluster"],
+            node=m["node"],
+            pool=m["pool"],
+            rule=m["rule"],
+            state=IncidentState(m["state"]),
+            severity=m["severity"],
+            title=m["title"],
+            opened_at=m["opened_at"],
+            updated_at=m["updated_at"],
+            resolved_at=m["resolved_at"],
+            reopened=m["reopened"],
+            parent=None if m["parent"] is None else str(m["parent"]),
+            chat_ref=m["chat_ref"],
+        )
+
+    @staticmethod
+    def _append(tx: Connection, entry: TimelineEntry) -> None:
+        tx.execute(
+            timeline.insert().values(
+                incident_id=int(entry.incident),
+                at=entry.at,
+                actor=entry.actor,
+                kind=entry.kind,
+                text=entry.text,
+                data=dict(entry.data),
+            )
+        )
+
+    def record_diagnosis(
+        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
+    ) -> tuple[Incident, bool]:
+        for _attempt in range(3):
+            try:
+                return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s)
+            except IntegrityError:
+                # Another replica opened the same incident a moment ago: use theirs.
+                continue
+        return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s)
+
+    def _record_diagnosis(
+        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
+    ) -> tuple[Incident, bool]:
+        subject = subject_of(diagnosis)
+        same = (
+            (incidents.c.cluster == cluster)
+            & (incidents.c.subject == subject)
+            & (incidents.c.rule == diagnosis.rule)
+        )
+        payload = diagnosis.model_dump(mode="json")
+        with self._tx() as tx:
+            row = tx.execute(
+                sa.select(incidents).where(same & (incidents.c.state != "resolved"))
+            ).first()
+            if row is not None:
+                merged = sorted({*row._mapping["signals"], *diagnosis.signals})
+                tx.execute(
+                    incidents.update()
+                    .where(incidents.c.id == row._mapping["id"])
+                    .values(
+                        diagnosis=payload,
+                        signals=merged,
+                        updated_at=now,
+                        severity=diagnosis.severity.value,
+                        title=diagnosis.title,
+                    )
+                )
+                return self._incident(
+                    tx.execute(
+                        sa.select(incidents).where(same & (incidents.c.id == row._mapping["id"]))
+                    ).one()
+                ), False
+            recent = tx.execute(
+                sa.select(incidents)
+                .where(
+                    same
+                    & (incidents.c.state == "resolved")
+                    & (incidents.c.resolved_at >= now - timedelta(seconds=reopen_window_s))
+                )
+                .order_by(incidents.c.resolved_at.desc())
+                .limit(1)
+            ).first()
+            if recent is not None:
+                incident_id = recent._mapping["id"]
+                tx.execute(
+                    incidents.update()
+                    .where(incidents.c.id == incident_id)
+                    .values(
+                        state=IncidentState.OPEN.value,
+                        reopened=incidents.c.reopened + 1,
+                        resolved_at=None,
+                        updated_at=now,
+                        diagnosis=payload,
+                        signals=sorted({*recent._mapping["signals"], *diagnosis.signals}),
+                    )
+                )
+                self._append(
+                    tx,
+                    TimelineEntry(
+                        incident=str(incident_id),
+                        at=now,
+                        actor=GPUBOT,
+                        kind="state",
+                        text=f"fired again within {reopen_window_s // 60} min of its resolve: "
+                        "reopened",
+                        data={"from": "resolved", "to": "open"},
+                    ),
+                )
+            else:
+                inserted = tx.execute(
+                    incidents.insert().values(
+                        cluster=cluster,
+                        subject=subject,
+                        node=diagnosis.node,
+                        pool=diagnosis.pool,
+                        rule=diagnosis.rule,
+                        state=IncidentState.OPEN.value,
+                        severity=diagnosis.severity.value,
+                        title=diagnosis.title,
+                        opened_at=now,
+                        updated_at=now,
+                        diagnosis=payload,
+                        signals=sorted(diagnosis.signals),
+                    )
+                ).inserted_primary_key
+                assert inserted is not None
+                incident_id = inserted[0]
+                self._append(
+                    tx,
+                    TimelineEntry(
+                        incident=str(incident_id),
+                        at=now,
+                        actor=GPUBOT,
+                        kind="state",
+                        text=f"opened: {diagnosis.title}",
+                        data={"to": "open", "rule": diagnosis.rule},
+                    ),
+                )
+            row = tx.execute(sa.select(incidents).where(incidents.c.id == incident_id)).one()
+            return self._incident(row), True
+
+    def diagnosis(self, incident_id: str) -> Diagnosis | None:
+        with self._tx() as tx:
+            payload = tx.scalar(
+                sa.select(incidents.c.diagnosis).where(incidents.c.id == _int_id(incident_id))
+            )
+        return None if payload is None else Diagnosis.model_validate(payload)
+
+    def incident(self, incident_id: str) -> Incident:
+        with self._tx() as tx:
+            row = tx.execute(
+                sa.select(incidents).where(incidents.c.id == _int_id(incident_id))
+            ).first()
+        if row is None:
+            raise NotFound(f"no incident {incident_id}")
+        return self._incident(row)
+
+    def incidents(
+        self, node: str | None = None, states: Sequence[IncidentState] = ()
+    ) -> list[Incident]:
+        query = sa.select(incidents).order_by(incidents.c.id)
+        if node is not None:
+            query = query.where(incidents.c.node == node)
+        if states:
+            query = query.where(incidents.c.state.in_([s.value for s in states]))
+        with self._tx() as tx:
+            return [self._incident(r) for r in tx.execute(query)]
+
+    def incidents_for_signal(self, fingerprint: str) -> list[Incident]:
+        # JSON containment differs between SQLite and PostgreSQL; the candidates are few
+        # (unresolved or recent), so filter in Python.
+        with self._tx() as tx:
+            rows = tx.execute(sa.select(incidents).order_by(incidents.c.id)).all()
+        return [self._incident(r) for r in rows if fingerprint in r._mapping["signals"]]
+
+    def transition(
+        self,
+        incident_id: str,
+        target: IncidentState,
+        actor: str,
+        now: datetime,
+        text: str = "",
+        data: Mapping[str, object] | None = None,
+    ) -> Incident:
+        key = _int_id(incident_id)
+        with self._tx() as tx:
+            row = tx.execute(
+                sa.select(incidents).where(incidents.c.id == key).with_for_update()
+            ).first()
+            if row is None:
+                raise NotFound(f"no incident {incident_id}")
+            current = IncidentState(row._mapping["state"])
+            check(incident_id, current, target)
+            values: dict[str, Any] = {"state": target.value, "updated_at": now}
+            if target is IncidentState.RESOLVED:
+                values["resolved_at"] = now
+            # The state in the WHERE makes a concurrent move from the same state lose.
+            moved = tx.execute(
+                incidents.update()
+                .where((incidents.c.id == key) & (incidents.c.state == current.value))
+                .values(**values)
+            ).rowcount
+            if moved != 1:
+                raise StoreUnavailable(f"incident {incident_id} changed meanwhile; try again")
+            kind: TimelineKind = "resolve" if target is IncidentState.RESOLVED else "state"
+            self._append(
+                tx,
+                TimelineEntry(
+                    incident=incident_id,
+                    at=now,
+                    actor=actor,
+                    kind=kind,
+                    text=text or f"{current.value} → {target.value}",
+                    data={"from": current.value, "to": target.value, **dict(data or {})},
+                ),
+            )
+            return self._incident(
+                tx.execute(sa.select(incidents).where(incidents.c.id == key)).one()
+            )
+
+    def set_chat_ref(self, incident_id: str, chat_ref: str) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                incidents.update()
+                .where(incidents.c.id == _int_id(incident_id))
+                .values(chat_ref=chat_ref)
+            )
+
+    def set_parent(self, incident_id: str, parent_id: str) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                incidents.update()
+                .where(incidents.c.id == _int_id(incident_id))
+                .values(parent=_int_id(parent_id))
+            )
+
+    # ---- timeline -------------------------------------------------------------------------
+
+    def append(self, entry: TimelineEntry) -> None:
+        with self._tx() as tx:
+            self._append(tx, entry)
+
+    def timeline(self, incident_id: str) -> list[TimelineEntry]:
+        with self._tx() as tx:
+            rows = tx.execute(
+                sa.select(timeline)
+                .where(timeline.c.incident_id == _int_id(incident_id))
+                .order_by(timeline.c.id)
+            ).all()
+        return [
+            TimelineEntry(
+                incident=incident_id,
+                at=r.at,
+                actor=r.actor,
+                kind=cast(TimelineKind, r.kind),
+                text=r.text,
+                data=r.data,
+            )
+            for r in rows
+        ]
+
+    # ---- requests, votes, executions -----------------------------------------------------
+
+    def add_request(self, request: ActionRequest) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                requests.insert().values(
+                    id=request.id,
+                    incident_id=None if request.incident is None else _int_id(request.incident),
+                    node=request.node,
+                    action=request.action.value,
+                    expires_at=request.expires_at,
+                    payload=request.model_dump(mode="json"),
+                )
+            )
+
+    def request(self, request_id: str) -> ActionRequest:
+        with self._tx() as tx:
+            payload = tx.scalar(sa.select(requests.c.payload).where(requests.c.id == request_id))
+        if payload is None:
+            raise NotFound(f"no action request {request_id}")
+        return ActionRequest.model_validate(payload)
+
+    def requests(self, incident_id: str) -> list[ActionRequest]:
+        with self._tx() as tx:
+            payloads: list[Any] = list(
+                tx.scalars(
+                    sa.select(requests.c.payload)
+                    .where(requests.c.incident_id == _int_id(incident_id))
+                    .order_by(requests.c.expires_at)
+                )
+            )
+        return [ActionRequest.model_validate(p) for p in payloads]
+
+    def add_vote(self, vote: Vote) -> bool:
+        try:
+            with self._tx() as tx:
+                tx.execute(
+                    votes.insert().values(
+                        request_id=vote.request_id, approver=vote.approver, at=vote.at
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def votes(self, request_id: str) -> list[Vote]:
+        with self._tx() as tx:
+            rows = tx.execute(
+                sa.select(votes).where(votes.c.request_id == request_id).order_by(votes.c.id)
+            ).all()
+        return [Vote(request_id=r.request_id, approver=r.approver, at=r.at) for r in rows]
+
+    def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
+        try:
+            with self._tx() as tx:
+                tx.execute(
+                    executions.insert().values(
+                        request_id=request_id,
+                        executor=executor,
+                        started_at=now,
+                        outcome="running",
+                        detail="",
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def finish_execution(
+        self, request_id: str, outcome: ExecutionOutcome, detail: str, now: datetime
+    ) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                executions.update()
+                .where(executions.c.request_id == request_id)
+                .values(outcome=outcome, detail=detail, finished_at=now)
+            )
+
+    @staticmethod
+    def _execution(row: sa.Row[Any]) -> ExecutionRecord:
+        return ExecutionRecord(
+            request_id=row.request_id,
+            executor=row.executor,
+            started_at=row.started_at,
+            finished_at=row.finished_at,
+            outcome=cast(ExecutionOutcome, row.outcome),
+            detail=row.detail,
+        )
+
+    def execution(self, request_id: str) -> ExecutionRecord | None:
+        with self._tx() as tx:
+            row = tx.execute(
+                sa.select(executions).where(executions.c.request_id == request_id)
+            ).first()
+        return None if row is None else self._execution(row)
+
+    def unfinished_executions(self) -> list[ExecutionRecord]:
+        with self._tx() as tx:
+            rows = tx.execute(
+                sa.select(executions)
+                .where(executions.c.finished_at.is_(None))
+                .order_by(executions.c.started_at)
+            ).all()
+        return [self._execution(r) for r in rows]
+
+
+def _int_id(incident_id: str) -> int:
+    try:
+        return int(incident_id)
+    except ValueError:
+        raise NotFound(f"no incident {incident_id!r}: incident ids are numbers") from None

@@ -1,0 +1,130 @@
+"""The schema, as SQLAlchemy Core tables. Alembic's migrations (`migrations/versions`) are
+what create and change it in a database; `tests/test_store.py` proves the two agree."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+
+
+class UtcDateTime(sa.types.TypeDecorator[datetime]):
+    """Aware UTC datetimes in and out: SQLite keeps no zone, so a naive value read back is
+    UTC by construction, and a naive value written is a bug caught here."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: gpubot stores UTC times only")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = sa.MetaData()
+
+signals = sa.Table(
+    "signals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    # fingerprint|status|startsAt: a retried or repeated delivery has the same key.
+    sa.Column("dedup_key", sa.String(300), nullable=False, unique=True),
+    sa.Column("fingerprint", sa.String(200), nullable=False, index=True),
+    sa.Column("source", sa.String(20), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("node", sa.String(253), nullable=True, index=True),
+    sa.Column("received_at", UtcDateTime, nullable=False),
+    sa.Column("truncated_alerts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("payload", sa.JSON, nullable=False),
+)
+
+incidents = sa.Table(
+    "incidents",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("cluster", sa.String(100), nullable=False),
+    # The node, or "pool:NAME" / "cluster" for wider incidents: never NULL, so the unique
+    # index below also holds for them.
+    sa.Column("subject", sa.String(300), nullable=False),
+    sa.Column("node", sa.String(253), nullable=True, index=True),
+    sa.Column("pool", sa.String(253), nullable=True),
+    sa.Column("rule", sa.String(100), nullable=False),
+    sa.Column("state", sa.String(30), nullable=False),
+    sa.Column("severity", sa.String(20), nullable=False),
+    sa.Column("title", sa.Text, nullable=False),
+    sa.Column("opened_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+    sa.Column("resolved_at", UtcDateTime, nullable=True),
+    sa.Column("reopened", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("parent", sa.Integer, sa.ForeignKey("incidents.id"), nullable=True),
+    sa.Column("chat_ref", sa.String(200), nullable=True),
+    sa.Column("diagnosis", sa.JSON, nullable=True),
+    sa.Column("signals", sa.JSON, nullable=False),
+)
+# Two replicas diagnosing the same alert must land on one incident, not two.
+sa.Index(
+    "one_unresolved_incident_per_subject",
+    incidents.c.cluster,
+    incidents.c.subject,
+    incidents.c.rule,
+    unique=True,
+    sqlite_where=incidents.c.state != "resolved",
+    postgresql_where=incidents.c.state != "resolved",
+)
+
+timeline = sa.Table(
+    "timeline",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("incident_id", sa.Integer, sa.ForeignKey("incidents.id"), nullable=False, index=True),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("actor", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(30), nullable=False),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),
+)
+
+requests = sa.Table(
+    "action_requests",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("incident_id", sa.Integer, sa.ForeignKey("incidents.id"), nullable=True, index=True),
+    sa.Column("node", sa.String(253), nullable=False),
+    sa.Column("action", sa.String(20), nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+)
+
+votes = sa.Table(
+    "approvals",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.String(64), sa.ForeignKey("action_requests.id"), nullable=False),
+    sa.Column("approver", sa.String(200), nullable=False),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.UniqueConstraint("request_id", "approver", name="one_vote_per_person"),
+)
+
+executions = sa.Table(
+    "executions",
+    metadata,
+    # The primary key is the request: invariant 3 (an approval acts at most once) is this
+    # constraint, not a flag in memory.
+    sa.Column("request_id", sa.String(64), sa.ForeignKey("action_requests.id"), primary_key=True),
+    sa.Column("executor", sa.String(200), nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=False),
+    sa.Column("finished_at", UtcDateTime, nullable=True),
+    sa.Column("outcome", sa.String(20), nullable=False),
+    sa.Column("detail", sa.Text, nullable=False, server_default=""),
+)

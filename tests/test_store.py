@@ -1,0 +1,296 @@
+"""The Store contract, run on SQLite and on PostgreSQL: what is acknowledged is kept once,
+incidents group and move only as the state machine allows, and an approval acts once."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+
+from bot.errors import NotFound, StoreSchemaError, StoreUnavailable
+from bot.incidents.lifecycle import IllegalTransition
+from bot.model import (
+    Action,
+    ActionRequest,
+    Diagnosis,
+    IncidentState,
+    Lang,
+    Questions,
+    Severity,
+    Signal,
+    Stage,
+    TimelineEntry,
+    Vote,
+)
+from bot.store.sql import SqlStore
+from bot.store.tables import metadata
+from tests.stores import open_store, postgres_answers
+
+T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+S = IncidentState
+
+_NO_POSTGRES = postgres_answers()
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgresql",
+            marks=pytest.mark.skipif(_NO_POSTGRES is not None, reason=str(_NO_POSTGRES)),
+        ),
+    ]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
+    with open_store(request.param, tmp_path) as opened:
+        yield opened
+
+
+def signal(fingerprint: str = "f1", status: str = "firing", node: str = "gpu-a1") -> Signal:
+    return Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        status=status,  # type: ignore[arg-type]
+        node=node,
+        labels={"xid": "79"},
+        starts_at=T0,
+        fingerprint=fingerprint,
+    )
+
+
+def diagnosis(rule: str = "gpu-fell-off-bus", node: str | None = "gpu-a1") -> Diagnosis:
+    return Diagnosis(
+        rule=rule,
+        node=node,
+        pool="a100-east",
+        stage=Stage.STEADY,
+        severity=Severity.CRITICAL,
+        title="GPU fell off the bus",
+        summary="",
+        causes=[],
+        check_first="",
+        questions=Questions(registered="yes", gpu_visible="no", workloads="-", scope="1 node"),
+        evidence=[],
+        blockers=[],
+        runbook=[],
+        rollback="",
+        proposals=[],
+        lang=Lang.EN,
+        signals=["f1"],
+    )
+
+
+def request_for(incident: str, request_id: str = "r1") -> ActionRequest:
+    return ActionRequest(
+        id=request_id,
+        action=Action.DRAIN,
+        node="gpu-a1",
+        requested_by="gpubot",
+        created_at=T0,
+        expires_at=T0 + timedelta(minutes=30),
+        facts_fingerprint="abc",
+        incident=incident,
+        risk="2 training pods without a checkpoint in the last 30 min",
+    )
+
+
+def test_the_same_alert_delivered_twice_is_one_signal(store: SqlStore) -> None:
+    assert store.add_signals([signal(), signal("f2")], T0) == [True, True]
+    # Alertmanager retried, repeated, and a second replica sent it too.
+    assert store.add_signals([signal(), signal()], T0 + timedelta(seconds=30)) == [False, False]
+    assert store.add_signals([signal(status="resolved")], T0 + timedelta(minutes=5)) == [True]
+    assert store.count_signals() == 3
+    kept = store.signals(node="gpu-a1")
+    assert [(s.fingerprint, s.status) for s in kept] == [
+        ("f1", "firing"),
+        ("f2", "firing"),
+        ("f1", "resolved"),
+    ]
+    assert kept[0].labels == {"xid": "79"} and kept[0].starts_at == T0
+
+
+def test_diagnoses_group_by_cluster_node_and_rule(store: SqlStore) -> None:
+    first, new = store.record_diagnosis("prod", diagnosis(), T0, reopen_window_s=3600)
+    assert new and first.state is S.OPEN and first.node == "gpu-a1"
+    again, new_again = store.record_diagnosis(
+        "prod", diagnosis(), T0 + timedelta(minutes=1), reopen_window_s=3600
+    )
+    assert (again.id, new_again) == (first.id, False)
+    other_rule, _ = store.record_diagnosis("prod", diagnosis("ecc-double-bit"), T0, 3600)
+    other_cluster, _ = store.record_diagnosis("staging", diagnosis(), T0, 3600)
+    pool_wide, _ = store.record_diagnosis("prod", diagnosis("pool-wide", node=None), T0, 3600)
+    ids = {first.id, other_rule.id, other_cluster.id, pool_wide.id}
+    assert len(ids) == 4
+    assert [i.id for i in store.incidents(node="gpu-a1")] == [
+        first.id,
+        other_rule.id,
+        other_cluster.id,
+    ]
+    assert [i.id for i in store.incidents_for_signal("f1")] == sorted(ids, key=int)
+    assert store.diagnosis(first.id) == diagnosis()
+
+
+def test_every_legal_move_is_a_timeline_entry_and_illegal_ones_change_nothing(
+    store: SqlStore,
+) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.transition(incident.id, S.DIAGNOSED, "gpubot", T0)
+    store.transition(incident.id, S.AWAITING_APPROVAL, "gpubot", T0, "drain proposed")
+    with pytest.raises(IllegalTransition, match="cannot go from awaiting_approval to executing"):
+        store.transition(incident.id, S.EXECUTING, "U1", T0)
+    assert store.incident(incident.id).state is S.AWAITING_APPROVAL
+    store.transition(incident.id, S.APPROVED, "U1", T0, data={"request": "r1"})
+    entries = store.timeline(incident.id)
+    assert [(e.kind, e.actor, e.data.get("to")) for e in entries] == [
+        ("state", "gpubot", "open"),
+        ("state", "gpubot", "diagnosed"),
+        ("state", "gpubot", "awaiting_approval"),
+        ("state", "U1", "approved"),
+    ]
+    assert entries[2].text == "drain proposed" and entries[3].data["request"] == "r1"
+    assert all(e.at.tzinfo is not None for e in entries)
+    with pytest.raises(NotFound):
+        store.transition("999999", S.DIAGNOSED, "gpubot", T0)
+
+
+def test_firing_again_soon_after_resolve_reopens_later_opens_anew(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    resolved = store.transition(incident.id, S.RESOLVED, "gpubot", T0 + timedelta(minutes=10))
+    assert resolved.resolved_at == T0 + timedelta(minutes=10)
+    reopened, new = store.record_diagnosis("prod", diagnosis(), T0 + timedelta(minutes=40), 3600)
+    assert new and reopened.id == incident.id
+    assert reopened.reopened == 1 and reopened.state is S.OPEN and reopened.resolved_at is None
+    assert store.timeline(incident.id)[-1].text.endswith("reopened")
+
+    store.transition(incident.id, S.RESOLVED, "gpubot", T0 + timedelta(hours=1))
+    later, _ = store.record_diagnosis("prod", diagnosis(), T0 + timedelta(hours=3), 3600)
+    assert later.id != incident.id and later.reopened == 0
+
+
+def test_one_vote_per_person_and_request(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.add_request(request_for(incident.id))
+    assert store.request("r1") == request_for(incident.id)
+    assert store.requests(incident.id) == [request_for(incident.id)]
+    assert store.add_vote(Vote(request_id="r1", approver="U1", at=T0))
+    assert not store.add_vote(Vote(request_id="r1", approver="U1", at=T0 + timedelta(seconds=1)))
+    assert store.add_vote(Vote(request_id="r1", approver="U2", at=T0 + timedelta(seconds=2)))
+    assert [v.approver for v in store.votes("r1")] == ["U1", "U2"]
+    with pytest.raises(NotFound):
+        store.request("nope")
+
+
+def test_an_approval_is_claimed_for_execution_exactly_once_under_a_race(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.add_request(request_for(incident.id))
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def claim(who: int) -> None:
+        barrier.wait()
+        results.append(store.claim_execution("r1", f"replica-{who}", T0))
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    assert [e.request_id for e in store.unfinished_executions()] == ["r1"]
+    store.finish_execution("r1", "succeeded", "cordoned", T0 + timedelta(seconds=3))
+    done = store.execution("r1")
+    assert done is not None and done.outcome == "succeeded"
+    assert done.finished_at == T0 + timedelta(seconds=3)
+    assert store.unfinished_executions() == []
+    assert not store.claim_execution("r1", "after-restart", T0 + timedelta(minutes=1))
+
+
+def test_two_replicas_diagnosing_the_same_alert_share_one_incident(store: SqlStore) -> None:
+    ids: list[str] = []
+    barrier = threading.Barrier(6)
+
+    def record() -> None:
+        barrier.wait()
+        ids.append(store.record_diagnosis("prod", diagnosis(), T0, 3600)[0].id)
+
+    threads = [threading.Thread(target=record) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(ids) == 6 and len(set(ids)) == 1
+    assert len(store.incidents()) == 1
+
+
+def test_timeline_entries_keep_their_data(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.append(
+        TimelineEntry(
+            incident=incident.id,
+            at=T0 + timedelta(seconds=5),
+            actor="gpubot",
+            kind="action-progress",
+            text="evicted 37/110",
+            data={"evicted": 37, "total": 110, "blocked_by": ["train-job-pdb"]},
+        )
+    )
+    last = store.timeline(incident.id)[-1]
+    assert last.data == {"evicted": 37, "total": 110, "blocked_by": ["train-job-pdb"]}
+    assert last.at == T0 + timedelta(seconds=5)
+
+
+def test_the_migrations_build_exactly_the_schema_the_code_uses(store: SqlStore) -> None:
+    with store.engine.connect() as connection:
+        diff = compare_metadata(MigrationContext.configure(connection), metadata)
+    assert diff == []
+
+
+# ---- bad databases: SQLite files are enough to show the errors -----------------------------
+
+
+def test_a_locked_database_is_unavailable_and_nothing_is_half_written(tmp_path: Path) -> None:
+    path = tmp_path / "gpubot.db"
+    store = SqlStore.open(f"sqlite:///{path}", lock_timeout_s=0.2)
+    blocker = sqlite3.connect(path)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.add_signals([signal(), signal("f2")], T0)
+    finally:
+        blocker.rollback()
+        blocker.close()
+    assert store.count_signals() == 0
+    assert store.add_signals([signal()], T0) == [True]
+
+
+def test_a_database_that_is_down_is_unavailable() -> None:
+    with pytest.raises(StoreUnavailable, match=r"127\.0\.0\.1:1/"):
+        SqlStore.open("postgresql://postgres@127.0.0.1:1/test", lock_timeout_s=1)
+
+
+def test_an_unknown_schema_version_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    SqlStore.open(url).close()
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
+    engine.dispose()
+    with pytest.raises(StoreSchemaError, match="schema 9999, which this gpubot does not know"):
+        SqlStore.open(url)
+
+
+def test_someone_elses_database_is_refused(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'other.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE customers (id INTEGER)"))
+    engine.dispose()
+    with pytest.raises(StoreSchemaError, match="no gpubot schema version"):
+        SqlStore.open(url)
