@@ -17,7 +17,7 @@ from pydantic_settings import (
 )
 
 from bot.errors import InputError
-from bot.model import Lang
+from bot.model import Action, ActionRequest, Lang
 from bot.yamlfiles import load_located
 
 
@@ -53,6 +53,63 @@ class Thresholds(BaseModel):
     pool_wide_min_share: float = 0.25
 
 
+class ActionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    users: list[str] = Field(default_factory=list)
+    """Chat user ids allowed to approve."""
+    groups: list[str] = Field(default_factory=list)
+    """User groups whose members may approve (e.g. Slack's `gpu-oncall`)."""
+    two_person: bool = False
+    allow_self: bool = False
+    """May the person who asked also approve?"""
+
+
+class ApprovalPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    cordon: ActionPolicy = Field(default_factory=ActionPolicy)
+    drain: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
+    uncordon: ActionPolicy = Field(default_factory=ActionPolicy)
+    force: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
+    """Deleting pods directly (bypassing PodDisruptionBudgets): always its own approvers."""
+    uncordon_anyway: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
+    """Uncordon although the health gate did not pass."""
+    expiry_s: int = 30 * 60
+
+    def for_request(self, request: ActionRequest) -> ActionPolicy:
+        if request.action is Action.DRAIN and request.force:
+            return self.force
+        if request.action is Action.UNCORDON and request.override_gate:
+            return self.uncordon_anyway
+        return {Action.CORDON: self.cordon, Action.DRAIN: self.drain}.get(
+            request.action, self.uncordon
+        )
+
+
+class BlastRadius(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_nodes: int = Field(default=1, ge=0)
+    max_share: float = Field(default=0.10, ge=0.0, le=1.0)
+
+
+class Remediation(BaseModel):
+    """Acting on nodes: who approves, how many nodes may be out at once, dry-run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approvals: ApprovalPolicy = Field(default_factory=lambda: ApprovalPolicy())
+    blast_radius: BlastRadius = Field(default_factory=lambda: BlastRadius())
+    dry_run: bool = False
+    """Everything but the writes; the timeline says what would have run."""
+    checkpoint_annotation: str = "gpubot.io/last-checkpoint"
+    """The pod annotation where training jobs record their last checkpoint (RFC 3339)."""
+    checkpoint_max_age_s: int = 30 * 60
+    drain_timeout_s: float = 15 * 60
+    maintenance_taint: bool = True
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUBOT_", env_nested_delimiter="__", extra="forbid"
@@ -74,6 +131,7 @@ class Settings(BaseSettings):
     gpu_resource: str = "nvidia.com/gpu"
     operator_namespaces: list[str] = ["gpu-operator", "gpu-operator-resources", "kube-system"]
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    remediation: Remediation = Field(default_factory=Remediation)
 
     @classmethod
     def settings_customise_sources(

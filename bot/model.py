@@ -311,6 +311,8 @@ class ActionRequest(_Frozen):
     created_at: datetime
     expires_at: datetime
     facts_fingerprint: str
+    facts_seen: dict[str, object] = Field(default_factory=dict)
+    """What the fingerprint was made of, to say what changed."""
     incident: str | None = None
     risk: str = ""
     """What acting costs, shown in the approval dialog (e.g. training pods without a recent

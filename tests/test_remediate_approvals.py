@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
+from bot.config import ActionPolicy, ApprovalPolicy
 from bot.evidence.snapshot import Snapshot
 from bot.model import Action, ClusterFacts
 from bot.remediate.approvals import (
-    ActionPolicy,
-    ApprovalPolicy,
     Vote,
     decide,
     facts_fingerprint,

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from bot.config import BlastRadius
 from bot.evidence.snapshot import Snapshot
 from bot.model import ClusterFacts
-from bot.remediate.blast_radius import BlastRadius, check_budget
+from bot.remediate.blast_radius import check_budget
 from bot.remediate.health_gate import ExternalEvidence, health_gate
 
 Edited = Callable[..., Snapshot]

@@ -16,44 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from bot.config import ActionPolicy, ApprovalPolicy
 from bot.model import Action, ActionRequest, NodeFacts, Vote
-
-
-class ActionPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    users: list[str] = Field(default_factory=list)
-    """Chat user ids allowed to approve."""
-    groups: list[str] = Field(default_factory=list)
-    """User groups whose members may approve (e.g. Slack's `gpu-oncall`)."""
-    two_person: bool = False
-    allow_self: bool = False
-    """May the person who asked also approve?"""
-
-
-class ApprovalPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    cordon: ActionPolicy = Field(default_factory=ActionPolicy)
-    drain: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
-    uncordon: ActionPolicy = Field(default_factory=ActionPolicy)
-    force: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
-    """Deleting pods directly (bypassing PodDisruptionBudgets): always its own approvers."""
-    uncordon_anyway: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
-    """Uncordon although the health gate did not pass."""
-    expiry_s: int = 30 * 60
-
-    def for_request(self, request: ActionRequest) -> ActionPolicy:
-        if request.action is Action.DRAIN and request.force:
-            return self.force
-        if request.action is Action.UNCORDON and request.override_gate:
-            return self.uncordon_anyway
-        return {Action.CORDON: self.cordon, Action.DRAIN: self.drain}.get(
-            request.action, self.uncordon
-        )
-
 
 Outcome = Literal["refused", "need-another", "approved"]
 
@@ -87,6 +51,7 @@ def new_request(
         created_at=now,
         expires_at=now + timedelta(seconds=policy.expiry_s),
         facts_fingerprint=facts_fingerprint(node),
+        facts_seen=facts_seen(node),
         incident=incident,
         risk=risk,
         force=force,
@@ -131,11 +96,11 @@ def decide(
     return Decision("approved", f"{what} approved by {', '.join(approvers)}", approvers)
 
 
-def facts_fingerprint(node: NodeFacts) -> str:
+def facts_seen(node: NodeFacts) -> dict[str, object]:
     """What an approval saw of the node, and what must not have changed when it runs:
     readiness, cordon, GPUs offered, reboot, upgrade and MIG state, and the pods a drain
     would evict. Ages and restart counts are left out: they change without meaning."""
-    seen = {
+    return {
         "ready": node.ready,
         "unschedulable": node.unschedulable,
         "gpus": node.gpu.allocatable if node.gpu else None,
@@ -144,4 +109,7 @@ def facts_fingerprint(node: NodeFacts) -> str:
         "mig": node.mig_state,
         "pods": sorted(f"{p.namespace}/{p.name}" for p in node.pods if p.must_leave),
     }
-    return hashlib.sha256(json.dumps(seen, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def facts_fingerprint(node: NodeFacts) -> str:
+    return hashlib.sha256(json.dumps(facts_seen(node), sort_keys=True).encode()).hexdigest()[:16]

@@ -12,16 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from bot.config import BlastRadius
 from bot.model import ClusterFacts, NodeFacts
-
-
-class BlastRadius(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_nodes: int = Field(default=1, ge=0)
-    max_share: float = Field(default=0.10, ge=0.0, le=1.0)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ executor's business, never these functions'.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,4 +103,14 @@ def annotate(cluster: Cluster, node: str, key: str, value: str | None) -> NodeCh
     if current.get(key) == value:
         return NodeChange(node, changed=False)
     cluster.patch_node(node, {"metadata": {"annotations": {key: value}}})
+    return NodeChange(node, changed=True)
+
+
+def set_annotations(cluster: Cluster, node: str, wanted: Mapping[str, str | None]) -> NodeChange:
+    """Several annotations in one patch; None removes one. Unchanged values are not sent."""
+    current = (cluster.get("Node", "", node).get("metadata") or {}).get("annotations") or {}
+    changes = {k: v for k, v in wanted.items() if current.get(k) != v}
+    if not changes:
+        return NodeChange(node, changed=False)
+    cluster.patch_node(node, {"metadata": {"annotations": changes}})
     return NodeChange(node, changed=True)

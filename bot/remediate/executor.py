@@ -1,0 +1,549 @@
+"""The executor: an approval becomes an action here and nowhere else (DESIGN.md invariants
+1, 2, 3, 5, 6).
+
+Order matters. The vote is recorded, the policy decides, the execution is claimed in the
+store (a uniqueness constraint: one execution per request, ever), and only then is the node
+read again: if what the approval saw changed, nothing is done and a new request goes out.
+Then the blast radius (cordon, drain) or the health gate (uncordon) may still refuse. In
+dry-run everything but the writes happens and the timeline says what would have run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from bot.config import Settings
+from bot.errors import GpubotError, NotFound
+from bot.evidence.live import read_snapshot
+from bot.evidence.snapshot import collect_facts
+from bot.incidents.lifecycle import TRANSITIONS
+from bot.model import (
+    Action,
+    ActionRequest,
+    ClusterFacts,
+    Diagnosis,
+    IncidentState,
+    NodeFacts,
+    TimelineEntry,
+    TimelineKind,
+    Vote,
+)
+from bot.ports import Cluster, ExecutionOutcome, Store
+from bot.remediate.approvals import decide, facts_fingerprint, facts_seen, new_request
+from bot.remediate.blast_radius import check_budget
+from bot.remediate.checkpoints import checkpoint_risk
+from bot.remediate.draining import DrainProgress, drain
+from bot.remediate.health_gate import ExternalEvidence, GateResult, health_gate
+from bot.remediate.nodes import (
+    MAINTENANCE_TAINT,
+    add_taint,
+    cordon,
+    remove_taint,
+    set_annotations,
+    uncordon,
+)
+
+GPUBOT = "gpubot"
+ANNOTATION_PREFIX = "gpubot.io/"
+OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
+
+Status = Literal[
+    "acted",
+    "dry-run",
+    "need-another",
+    "not-allowed",
+    "duplicate",
+    "expired",
+    "changed",
+    "refused",
+    "failed",
+    "denied",
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    request_id: str
+    status: Status
+    message: str
+    new_request: ActionRequest | None = None
+    """When the node changed: the request that asks again."""
+
+
+Notify = Callable[[TimelineEntry], None]
+GroupsOf = Callable[[str], set[str]]
+Clock = Callable[[], datetime]
+
+
+def command_for(request: ActionRequest) -> str:
+    """The kubectl line a person would type for the same action: the dry-run's report."""
+    if request.action is Action.DRAIN:
+        flags = " --ignore-daemonsets"
+        if request.delete_emptydir_data:
+            flags += " --delete-emptydir-data"
+        if request.force:
+            flags += " --force --disable-eviction"
+        return f"kubectl drain {request.node}{flags}"
+    return f"kubectl {request.action.value} {request.node}"
+
+
+def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
+    changed = [
+        f"{key}: {before.get(key)!r} → {after.get(key)!r}"
+        for key in sorted(after)
+        if before.get(key) != after.get(key)
+    ]
+    return "; ".join(changed) or "the node's facts"
+
+
+class Executor:
+    def __init__(
+        self,
+        cluster: Cluster,
+        store: Store,
+        settings: Settings,
+        *,
+        executor_id: str,
+        groups_of: GroupsOf = lambda _user: set(),
+        clock: Clock,
+        notify: Notify | None = None,
+        external: Callable[[str], ExternalEvidence] = lambda _node: ExternalEvidence(),
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.settings = settings
+        self.executor_id = executor_id
+        self.groups_of = groups_of
+        self.clock = clock
+        self.notify = notify or (lambda _entry: None)
+        self.external = external
+
+    # ---- the timeline ---------------------------------------------------------------------
+
+    def _note(
+        self,
+        incident: str | None,
+        kind: TimelineKind,
+        text: str,
+        actor: str = GPUBOT,
+        **data: object,
+    ) -> None:
+        if incident is None:
+            return
+        entry = TimelineEntry(
+            incident=incident, at=self.clock(), actor=actor, kind=kind, text=text, data=data
+        )
+        self.store.append(entry)
+        self.notify(entry)
+
+    def _move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
+        """Moves the incident when the move is legal from where it is: several requests of
+        one incident (cordon, then drain) share one state."""
+        if incident is None:
+            return
+        current = self.store.incident(incident).state
+        if current is not target and target in TRANSITIONS[current]:
+            self.store.transition(incident, target, actor, self.clock(), text)
+
+    # ---- facts ----------------------------------------------------------------------------
+
+    def read_facts(self, node: str) -> ClusterFacts:
+        snapshot = read_snapshot(self.cluster, node)
+        return collect_facts(snapshot, [], self.settings, self.clock())
+
+    def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
+        return health_gate(node, facts, self.external(node.name))
+
+    # ---- proposals ------------------------------------------------------------------------
+
+    def propose(
+        self,
+        incident: str,
+        diagnosis: Diagnosis,
+        facts: ClusterFacts,
+        requested_by: str = GPUBOT,
+    ) -> list[ActionRequest]:
+        """The diagnosis' proposals as approvable requests, with their risk. Uncordon only
+        when the health gate passes (invariant 5); a gate that fails is in the timeline."""
+        made: list[ActionRequest] = []
+        for proposal in diagnosis.proposals:
+            if proposal.action is Action.NONE or not proposal.node:
+                continue
+            node = facts.nodes.get(proposal.node)
+            if node is None:
+                continue
+            if proposal.action is Action.UNCORDON:
+                result = self.gate(node, facts)
+                self._record_gate(incident, result)
+                if not result.passed:
+                    continue
+            request = self.request(
+                proposal.action, node, incident, requested_by, force=proposal.force
+            )
+            made.append(request)
+        if made:
+            self._move(incident, IncidentState.DIAGNOSED, GPUBOT, "diagnosed")
+            self._move(incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "awaiting approval")
+        return made
+
+    def request(
+        self,
+        action: Action,
+        node: NodeFacts,
+        incident: str | None,
+        requested_by: str,
+        *,
+        force: bool = False,
+        delete_emptydir_data: bool = False,
+        override_gate: bool = False,
+    ) -> ActionRequest:
+        """A new request, stored and in the timeline; also what a slash command makes."""
+        now = self.clock()
+        policy = self.settings.remediation
+        risk = ""
+        if action in (Action.DRAIN, Action.CORDON):
+            pods = self.cluster.list("Pod", field_selector=f"spec.nodeName={node.name}")
+            risk = checkpoint_risk(
+                pods,
+                now,
+                gpu_resource=self.settings.gpu_resource,
+                annotation=policy.checkpoint_annotation,
+                max_age_s=policy.checkpoint_max_age_s,
+            )
+            if action is Action.CORDON:
+                # A cordon evicts nothing; the risk is only the drain that usually follows.
+                risk = f"Cordon evicts nothing. If a drain follows: {risk}" if risk else ""
+        request = new_request(
+            f"{incident or 'adhoc'}-{action.value}-{uuid.uuid4().hex[:8]}",
+            action,
+            node,
+            requested_by,
+            now,
+            policy.approvals,
+            incident=incident,
+            risk=risk,
+            force=force,
+            delete_emptydir_data=delete_emptydir_data,
+            override_gate=override_gate,
+        )
+        self.store.add_request(request)
+        self._note(
+            incident,
+            "proposal",
+            f"proposed: {command_for(request)}" + (f" — risk: {risk}" if risk else ""),
+            requested_by,
+            request=request.id,
+            action=action.value,
+            node=node.name,
+            expires_at=request.expires_at.isoformat(),
+        )
+        return request
+
+    def _record_gate(self, incident: str | None, result: GateResult) -> None:
+        items = [
+            {"name": i.name, "outcome": i.outcome, "reason": i.reason, "required": i.required}
+            for i in result.items
+        ]
+        verdict = "passed" if result.passed else "failed"
+        failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
+        self._note(
+            incident,
+            "gate",
+            f"health gate {verdict} for {result.node}" + (f" ({failing})" if failing else ""),
+            passed=result.passed,
+            items=items,
+        )
+
+    # ---- approvals ------------------------------------------------------------------------
+
+    def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
+        request = self.store.request(request_id)
+        if self.store.execution(request_id) is not None:
+            return Outcome(request_id, "duplicate", "already decided and acted on")
+        self._note(
+            request.incident,
+            "denial",
+            f"{who} denied {command_for(request)}" + (f": {reason}" if reason else ""),
+            who,
+            request=request_id,
+        )
+        self._move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
+        return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
+
+    def approve(self, request_id: str, approver: str) -> Outcome:
+        """One person's approval, judged against the policy now; acts when it is enough."""
+        try:
+            request = self.store.request(request_id)
+        except NotFound:
+            return Outcome(request_id, "not-allowed", "no such request")
+        now = self.clock()
+        earlier: Sequence[Vote] = self.store.votes(request_id)
+        decision = decide(
+            request, approver, now, self.settings.remediation.approvals, self.groups_of, earlier
+        )
+        if decision.outcome == "refused":
+            expired = now >= request.expires_at
+            self._note(
+                request.incident,
+                "note",
+                f"approval by {approver} refused: {decision.reason}",
+                approver,
+                request=request_id,
+            )
+            if expired:
+                self._move(request.incident, IncidentState.EXPIRED, GPUBOT, "approval expired")
+            return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
+        if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
+            return Outcome(request_id, "duplicate", f"{approver} already approved this")
+        self._note(
+            request.incident,
+            "approval",
+            f"{approver} approved {command_for(request)}",
+            approver,
+            request=request_id,
+            outcome=decision.outcome,
+        )
+        if decision.outcome == "need-another":
+            return Outcome(request_id, "need-another", decision.reason)
+        self._move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        return self.execute(request_id)
+
+    # ---- acting ---------------------------------------------------------------------------
+
+    def execute(self, request_id: str) -> Outcome:
+        request = self.store.request(request_id)
+        now = self.clock()
+        if now >= request.expires_at:
+            return Outcome(request_id, "expired", f"the request expired at {request.expires_at}")
+        enough = self._recorded_approval(request)
+        if enough is None:
+            # Invariant 1: whoever calls this, the store must hold approvals that satisfy
+            # the policy for exactly this request.
+            return Outcome(request_id, "not-allowed", "no recorded approval allows this")
+        if not self.store.claim_execution(request_id, self.executor_id, now):
+            done = self.store.execution(request_id)
+            state = f" ({done.outcome})" if done else ""
+            return Outcome(request_id, "duplicate", f"already executed{state}")
+        return self._run(request, enough)
+
+    def _recorded_approval(self, request: ActionRequest) -> list[str] | None:
+        """The approvers, when the stored votes (each judged as of its own time) suffice."""
+        policy = self.settings.remediation.approvals
+        counted: list[Vote] = []
+        for vote in self.store.votes(request.id):
+            decision = decide(request, vote.approver, vote.at, policy, self.groups_of, counted)
+            if decision.outcome == "refused":
+                continue
+            counted.append(vote)
+            if decision.outcome == "approved":
+                return decision.approvers
+        return None
+
+    def _approvers(self, request_id: str) -> list[str]:
+        return [v.approver for v in self.store.votes(request_id)]
+
+    def _finish(
+        self, request: ActionRequest, outcome: ExecutionOutcome, status: Status, message: str
+    ) -> Outcome:
+        self.store.finish_execution(request.id, outcome, message, self.clock())
+        kind: TimelineKind = "action-result"
+        self._note(request.incident, kind, message, request=request.id, outcome=outcome)
+        return Outcome(request.id, status, message)
+
+    def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
+        try:
+            facts = self.read_facts(request.node)
+        except GpubotError as exc:
+            return self._fail(request, f"could not read {request.node}: {exc}")
+        node = facts.nodes.get(request.node)
+        if node is None or not node.known:
+            return self._finish(request, "refused", "refused", f"node {request.node} is gone")
+
+        seen = facts_seen(node)
+        expected = dict(request.facts_seen)
+        if request.action is Action.DRAIN and node.unschedulable:
+            # A drain cordons first: a cordon since the approval (ours or a person's) is
+            # what the drain would do anyway, not a material change.
+            expected["unschedulable"] = True
+        if facts_fingerprint(node) != request.facts_fingerprint and seen != expected:
+            return self._ask_again(request, node, what_changed(request.facts_seen, seen))
+
+        if request.action in (Action.CORDON, Action.DRAIN):
+            verdict = check_budget(facts, request.node, self.settings.remediation.blast_radius)
+            if not verdict.allowed:
+                self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+                self._move(request.incident, IncidentState.FAILED, GPUBOT, "refused")
+                return self._finish(request, "refused", "refused", verdict.reason)
+        if request.action is Action.UNCORDON and not request.override_gate:
+            result = self.gate(node, facts)
+            self._record_gate(request.incident, result)
+            if not result.passed:
+                failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
+                self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+                self._move(request.incident, IncidentState.FAILED, GPUBOT, "refused")
+                return self._finish(
+                    request, "refused", "refused", f"health gate not passed: {failing}"
+                )
+
+        if self.settings.remediation.dry_run:
+            return self._finish(
+                request, "dry-run", "dry-run", f"dry-run: would have run `{command_for(request)}`"
+            )
+
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._note(
+            request.incident,
+            "action-start",
+            f"running `{command_for(request)}` (approved by {', '.join(approvers)})",
+            request=request.id,
+        )
+        try:
+            message = self._act(request, approvers)
+        except GpubotError as exc:
+            return self._fail(request, f"{command_for(request)} failed: {exc}")
+        if message.startswith("drain incomplete") or message.startswith("drain refused"):
+            return self._fail(request, message)
+        self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
+        return self._finish(request, "succeeded", "acted", message)
+
+    def _fail(self, request: ActionRequest, message: str) -> Outcome:
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._move(request.incident, IncidentState.FAILED, GPUBOT, message)
+        return self._finish(request, "failed", "failed", message)
+
+    def _ask_again(self, request: ActionRequest, node: NodeFacts, changed: str) -> Outcome:
+        self.store.finish_execution(
+            request.id, "refused", f"the node changed since the approval: {changed}", self.clock()
+        )
+        self._move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "asking again")
+        again = self.request(
+            request.action,
+            node,
+            request.incident,
+            GPUBOT,
+            force=request.force,
+            delete_emptydir_data=request.delete_emptydir_data,
+            override_gate=request.override_gate,
+        )
+        message = (
+            f"not run: {request.node} changed since the approval ({changed}); "
+            f"asking again as {again.id}"
+        )
+        self._note(request.incident, "note", message, request=request.id, again=again.id)
+        return Outcome(request.id, "changed", message, new_request=again)
+
+    def _mark(self, request: ActionRequest, approvers: list[str]) -> None:
+        incident = request.incident or "none"
+        if self.settings.remediation.maintenance_taint:
+            add_taint(self.cluster, request.node, MAINTENANCE_TAINT, incident, "NoSchedule")
+        set_annotations(
+            self.cluster,
+            request.node,
+            {
+                f"{ANNOTATION_PREFIX}incident": incident,
+                f"{ANNOTATION_PREFIX}approved-by": ",".join(approvers),
+                f"{ANNOTATION_PREFIX}reason": f"{request.action.value} approved in gpubot",
+                f"{ANNOTATION_PREFIX}since": self.clock().isoformat(),
+            },
+        )
+
+    def _act(self, request: ActionRequest, approvers: list[str]) -> str:
+        node = request.node
+        if request.action is Action.CORDON:
+            changed = cordon(self.cluster, node).changed
+            self._mark(request, approvers)
+            return f"cordoned {node}" if changed else f"{node} was already cordoned"
+        if request.action is Action.UNCORDON:
+            changed = uncordon(self.cluster, node).changed
+            remove_taint(self.cluster, node, MAINTENANCE_TAINT)
+            set_annotations(
+                self.cluster, node, {f"{ANNOTATION_PREFIX}{k}": None for k in OUR_ANNOTATIONS}
+            )
+            return f"uncordoned {node}" if changed else f"{node} was not cordoned"
+        # Marked before the drain, so the node says why it is cordoned while pods leave.
+        cordon(self.cluster, node)
+        self._mark(request, approvers)
+        result = drain(
+            self.cluster,
+            node,
+            timeout_s=self.settings.remediation.drain_timeout_s,
+            delete_emptydir_data=request.delete_emptydir_data,
+            allow_unmanaged=request.force,
+            disable_eviction=request.force,
+            on_progress=self._progress(request),
+        )
+        if result.refused:
+            reasons = "; ".join(
+                f"{r.namespace}/{r.name}: {r.message} (needs {r.flag})"
+                for r in result.plan.refusals
+            )
+            return f"drain refused: {reasons}"
+        removed = len(result.evicted) + len(result.deleted)
+        if result.stalled:
+            stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
+            return f"drain incomplete: {removed}/{len(result.plan.pods)} pods left; {stalls}"
+        how = "deleted" if request.force else "evicted"
+        return f"drained {node}: {how} {removed} pods in {result.duration_s:.1f} s"
+
+    def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
+        """Every blocker, and every quarter of the way: a thread, not a firehose."""
+        reported: set[int] = set()
+
+        def report(progress: DrainProgress) -> None:
+            if progress.event in ("blocked", "stalled"):
+                self._note(
+                    request.incident,
+                    "action-progress",
+                    f"{progress.event} {progress.pod}: {progress.detail}",
+                    request=request.id,
+                    done=progress.done,
+                    total=progress.total,
+                )
+                return
+            quarter = (4 * progress.done) // max(progress.total, 1)
+            if progress.event == "gone" and quarter not in reported and quarter > 0:
+                reported.add(quarter)
+                self._note(
+                    request.incident,
+                    "action-progress",
+                    f"evicted {progress.done}/{progress.total}",
+                    request=request.id,
+                    done=progress.done,
+                    total=progress.total,
+                )
+
+        return report
+
+    # ---- after a restart ------------------------------------------------------------------
+
+    def resume(self) -> list[Outcome]:
+        """Executions claimed but never finished (the process died mid-action): run them
+        again. Every action is idempotent — a cordon twice is one cordon, and a drain evicts
+        only pods still on the node — so resuming repeats no eviction of a gone pod."""
+        outcomes = []
+        for unfinished in self.store.unfinished_executions():
+            request = self.store.request(unfinished.request_id)
+            self._note(
+                request.incident,
+                "note",
+                f"resuming `{command_for(request)}` after a restart "
+                f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
+                request=request.id,
+            )
+            outcomes.append(self._resume_one(request))
+        return outcomes
+
+    def _resume_one(self, request: ActionRequest) -> Outcome:
+        approvers = self._approvers(request.id)
+        try:
+            message = self._act(request, approvers)
+        except GpubotError as exc:
+            return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
+        if message.startswith(("drain incomplete", "drain refused")):
+            return self._fail(request, message)
+        self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
+        return self._finish(request, "succeeded", "acted", message)

@@ -1,0 +1,315 @@
+"""DESIGN.md's safety invariants at the executor, each its own test: the simulated cluster
+through the real kubernetes client, and the real store (SQLite)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.kube.cluster import KubeCluster
+from bot.model import Action, IncidentState
+from bot.remediate.executor import Executor
+from bot.remediate.health_gate import ExternalEvidence
+from bot.remediate.nodes import MAINTENANCE_TAINT, cordon
+from bot.sim.faults import inject
+from bot.sim.store import BY_KIND
+from bot.store.sql import SqlStore
+from tests.test_store import diagnosis
+
+MERGE = "application/merge-patch+json"
+POLICY = ApprovalPolicy(
+    cordon=ActionPolicy(groups=["gpu-oncall"]),
+    drain=ActionPolicy(groups=["gpu-oncall"], two_person=True),
+    uncordon=ActionPolicy(groups=["gpu-oncall"]),
+    force=ActionPolicy(users=["dave", "erin"], two_person=True),
+    uncordon_anyway=ActionPolicy(users=["dave", "erin"], two_person=True),
+)
+ONCALL = {"alice", "bob", "carol"}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@dataclass
+class Rig:
+    server: Any
+    cluster: KubeCluster
+    store: SqlStore
+    clock: Clock
+    executor: Executor
+    incident: str
+
+    def node(self, name: str) -> dict[str, Any]:
+        node: dict[str, Any] = self.server.store.get(BY_KIND["Node"], "", name)
+        return node
+
+    def cordoned(self, name: str) -> bool:
+        return bool(self.node(name)["spec"].get("unschedulable"))
+
+    def request(self, action: Action, node: str = "gpu-a3", **options: bool) -> str:
+        facts = self.executor.read_facts(node)
+        return self.executor.request(
+            action, facts.nodes[node], self.incident, "gpubot", **options
+        ).id
+
+
+def make_rig(sim_cluster: Any, tmp_path: Path, **remediation: Any) -> Rig:
+    server, cluster = sim_cluster
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    clock = Clock()
+    settings = Settings(
+        remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
+    )
+    executor = Executor(
+        cluster,
+        store,
+        settings,
+        executor_id="test",
+        groups_of=lambda user: {"gpu-oncall"} if user in ONCALL else set(),
+        clock=clock,
+        # Prometheus saw no new GPU errors: the Kubernetes items decide the gate here.
+        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
+    )
+    incident, _ = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600)
+    store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
+    store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", clock())
+    return Rig(server, cluster, store, clock, executor, incident.id)
+
+
+@pytest.fixture
+def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
+    made = make_rig(sim_cluster, tmp_path)
+    yield made
+    made.store.close()
+
+
+def test_no_action_without_an_approval(rig: Rig) -> None:
+    request = rig.request(Action.CORDON)
+    outcome = rig.executor.execute(request)
+    assert outcome.status == "not-allowed"
+    assert not rig.cordoned("gpu-a3")
+    assert rig.store.execution(request) is None
+
+
+def test_no_approval_from_someone_the_policy_does_not_name(rig: Rig) -> None:
+    request = rig.request(Action.CORDON)
+    outcome = rig.executor.approve(request, "mallory")
+    assert outcome.status == "not-allowed"
+    assert "needs: @gpu-oncall" in outcome.message
+    assert not rig.cordoned("gpu-a3")
+    assert rig.store.votes(request) == []
+    # A stranger's vote recorded by some other path would still not count.
+    assert rig.executor.execute(request).status == "not-allowed"
+
+
+def test_an_expired_approval_is_refused(rig: Rig) -> None:
+    request = rig.request(Action.CORDON)
+    rig.clock.now += timedelta(minutes=31)
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "expired"
+    assert not rig.cordoned("gpu-a3")
+    assert rig.store.incident(rig.incident).state is IncidentState.EXPIRED
+
+
+def test_drain_needs_two_different_approvers(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    assert rig.executor.approve(request, "alice").status == "need-another"
+    again = rig.executor.approve(request, "alice")
+    assert again.status == "not-allowed" and "different second approver" in again.message
+    assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
+    done = rig.executor.approve(request, "bob")
+    assert done.status == "acted", done.message
+    assert sorted(rig.server.store.evictions) == [
+        ("ml", "train-llm-1-worker-0"),
+        ("monitoring", "metrics-agent-gpu-a3-0"),
+    ]
+    assert rig.node("gpu-a3")["metadata"]["annotations"]["gpubot.io/approved-by"] == "alice,bob"
+
+
+def test_a_double_approval_executes_once(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    rig.executor.approve(request, "alice")
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def click(who: str) -> None:
+        barrier.wait()
+        outcomes.append(rig.executor.approve(request, who).status)
+
+    threads = [threading.Thread(target=click, args=(w,)) for w in ("bob", "carol")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["acted", "duplicate"]
+    # Each pod evicted once, and a click after the fact changes nothing.
+    assert len(rig.server.store.evictions) == 2
+    assert rig.executor.approve(request, "bob").status in ("duplicate", "not-allowed")
+    assert len(rig.server.store.evictions) == 2
+
+
+def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    rig.executor.approve(request, "alice")
+    # A new training pod lands on the node between the first and the second approval.
+    pod = rig.server.store.get(BY_KIND["Pod"], "ml", "train-llm-1-worker-0")
+    extra = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "late-arrival",
+            "namespace": "ml",
+            "ownerReferences": pod["metadata"]["ownerReferences"],
+        },
+        "spec": {**pod["spec"], "nodeName": "gpu-a3"},
+        "status": pod["status"],
+    }
+    rig.server.store.create(BY_KIND["Pod"], "ml", extra)
+    outcome = rig.executor.approve(request, "bob")
+    assert outcome.status == "changed"
+    assert "ml/late-arrival" in outcome.message
+    assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
+    assert outcome.new_request is not None
+    assert rig.store.request(outcome.new_request.id).action is Action.DRAIN
+    assert rig.store.incident(rig.incident).state is IncidentState.AWAITING_APPROVAL
+
+
+def test_an_over_budget_drain_is_refused_even_when_approved(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    cordon(rig.cluster, "gpu-a1")  # someone else took a node of the pool out by hand
+    rig.executor.approve(request, "alice")
+    outcome = rig.executor.approve(request, "bob")
+    assert outcome.status == "refused"
+    assert "blast radius" in outcome.message and "gpu-a1" in outcome.message
+    assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
+
+
+def test_no_force_delete_without_a_force_approval(rig: Rig) -> None:
+    rig.server.store.patch(
+        BY_KIND["PodDisruptionBudget"],
+        "ml",
+        "train-llm-1-pdb",
+        MERGE,
+        {"spec": {"minAvailable": 2}},  # two workers: neither may go
+    )
+    rig.executor.settings.remediation.drain_timeout_s = 2
+    plain = rig.request(Action.DRAIN)
+    rig.executor.approve(plain, "alice")
+    outcome = rig.executor.approve(plain, "bob")
+    assert outcome.status == "failed" and "train-llm-1-worker-0" in outcome.message
+    assert rig.server.store.direct_deletes == []
+    assert ("ml", "train-llm-1-worker-0") not in rig.server.store.evictions
+
+    forced = rig.request(Action.DRAIN, force=True)
+    assert rig.executor.approve(forced, "alice").status == "not-allowed"  # on-call ≠ force
+    rig.executor.approve(forced, "dave")
+    done = rig.executor.approve(forced, "erin")
+    assert done.status == "acted", done.message
+    assert ("ml", "train-llm-1-worker-0") in rig.server.store.direct_deletes
+
+
+def test_uncordon_is_refused_until_the_gate_passes(rig: Rig) -> None:
+    cordon(rig.cluster, "gpu-a3")
+    inject(rig.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
+    request = rig.request(Action.UNCORDON)
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "refused" and "health gate" in outcome.message
+    assert rig.cordoned("gpu-a3")
+    gate = [e for e in rig.store.timeline(rig.incident) if e.kind == "gate"]
+    assert gate and gate[-1].data["passed"] is False
+
+    # propose() does not even offer it while the gate fails.
+    facts = rig.executor.read_facts("gpu-a3")
+    offered = rig.executor.propose(rig.incident, _with_proposal(Action.UNCORDON), facts)
+    assert offered == []
+
+
+def test_uncordon_anyway_needs_its_own_two_approvers(rig: Rig) -> None:
+    cordon(rig.cluster, "gpu-a3")
+    inject(rig.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
+    request = rig.request(Action.UNCORDON, override_gate=True)
+    assert rig.executor.approve(request, "alice").status == "not-allowed"
+    assert rig.executor.approve(request, "dave").status == "need-another"
+    assert rig.executor.approve(request, "erin").status == "acted"
+    assert not rig.cordoned("gpu-a3")
+
+
+def test_dry_run_writes_nothing(sim_cluster: Any, tmp_path: Path) -> None:
+    rig = make_rig(sim_cluster, tmp_path, dry_run=True)
+    request = rig.request(Action.DRAIN)
+    version = rig.server.store.resource_version
+    rig.executor.approve(request, "alice")
+    outcome = rig.executor.approve(request, "bob")
+    assert outcome.status == "dry-run"
+    assert "would have run `kubectl drain gpu-a3 --ignore-daemonsets`" in outcome.message
+    assert rig.server.store.resource_version == version  # no write reached the API server
+    assert rig.server.store.evictions == [] and rig.server.store.direct_deletes == []
+    assert rig.store.timeline(rig.incident)[-1].text == outcome.message
+    rig.store.close()
+
+
+def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> None:
+    rig.server.store.patch(
+        BY_KIND["Node"], "", "gpu-a3", MERGE, {"metadata": {"annotations": {"team": "ml"}}}
+    )
+    assert rig.executor.approve(rig.request(Action.CORDON), "alice").status == "acted"
+    node = rig.node("gpu-a3")
+    assert node["spec"]["unschedulable"] is True
+    assert {"key": MAINTENANCE_TAINT, "value": rig.incident, "effect": "NoSchedule"} in node[
+        "spec"
+    ]["taints"]
+    notes = node["metadata"]["annotations"]
+    assert notes["gpubot.io/incident"] == rig.incident and notes["gpubot.io/approved-by"] == "alice"
+
+    outcome = rig.executor.approve(rig.request(Action.UNCORDON), "alice")
+    assert outcome.status == "acted", outcome.message
+    node = rig.node("gpu-a3")
+    assert not node["spec"].get("unschedulable")
+    assert all(t["key"] != MAINTENANCE_TAINT for t in node["spec"].get("taints") or [])
+    assert node["metadata"]["annotations"].get("team") == "ml"
+    assert not [k for k in node["metadata"]["annotations"] if k.startswith("gpubot.io/")]
+
+
+def test_a_drain_request_names_the_training_it_would_cost(rig: Rig) -> None:
+    request = rig.store.request(rig.request(Action.DRAIN))
+    assert request.risk.startswith("1 GPU pod without a checkpoint in the last 30 min")
+    assert "ml/train-llm-1-worker-0 (no checkpoint recorded)" in request.risk
+    # gpu-a1 runs an even-numbered job, which checkpoints.
+    assert rig.store.request(rig.request(Action.DRAIN, node="gpu-a1")).risk == ""
+
+
+def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    rig.executor.approve(request, "alice")
+    rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
+    # The process claimed the execution and died before acting.
+    assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    [outcome] = rig.executor.resume()
+    assert outcome.status == "acted", outcome.message
+    assert sorted(rig.server.store.evictions) == [
+        ("ml", "train-llm-1-worker-0"),
+        ("monitoring", "metrics-agent-gpu-a3-0"),
+    ]
+    assert rig.executor.resume() == []
+    kinds = [e.text for e in rig.store.timeline(rig.incident)]
+    assert any(t.startswith("resuming `kubectl drain gpu-a3") for t in kinds)
+
+
+def _with_proposal(action: Action) -> Any:
+    from bot.model import Proposal
+
+    return diagnosis(node="gpu-a3").model_copy(
+        update={"proposals": [Proposal(action=action, node="gpu-a3", requires_approval=True)]}
+    )
