@@ -18,12 +18,19 @@ from rich.console import Console
 from rich.text import Text
 
 from bot import app as pipeline
-from bot.chat.console import print_diagnoses, render_markdown
+from bot.chat.console import (
+    ConsoleApprover,
+    print_diagnoses,
+    render_markdown,
+    render_summary,
+    render_timeline,
+    timeline_markdown,
+)
 from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
-from bot.model import Diagnosis, Lang, Signal
-from bot.remediate.draining import DrainProgress, DrainResult
+from bot.incidents.summary import summarize, summary_lines
+from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.rules.linting import lint_rules
 from bot.sim.scenarios import SCENARIOS
 from bot.sources.alertmanager import load_alerts_file
@@ -214,13 +221,23 @@ def demo(
         typer.Option("--replay", help="Replay the rule-test scenarios instead of a live cluster."),
     ] = False,
     pause: Annotated[float, typer.Option("--pause", min=0.2, help="Seconds between faults.")] = 1.0,
+    approve_as: Annotated[
+        str | None,
+        typer.Option(
+            "--approve-as", help="Approve every proposal as this person, without prompting."
+        ),
+    ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option("--store-url", help="Keep the demo's incidents here (default: a temp file)."),
+    ] = None,
 ) -> None:
     """A live simulated GPU cluster, scripted faults, and the diagnoses as they happen."""
     settings = _settings(config)
     language = lang or settings.lang
     console = Console()
     if not replay:
-        _live_demo(settings, language, console, pause)
+        _live_demo(settings, language, console, pause, approve_as, store_url)
         return
     for scenario in pipeline.demo_scenarios(settings):
         console.rule(Text(scenario.name, style="bold"))
@@ -234,7 +251,14 @@ def demo(
         print_diagnoses(outcome.diagnoses, console, language)
 
 
-def _live_demo(settings: Settings, language: Lang, console: Console, pause: float) -> None:
+def _live_demo(
+    settings: Settings,
+    language: Lang,
+    console: Console,
+    pause: float,
+    approve_as: str | None,
+    store_url: str | None,
+) -> None:
     from bot import demo as live
 
     def signal(s: Signal) -> None:
@@ -243,27 +267,79 @@ def _live_demo(settings: Settings, language: Lang, console: Console, pause: floa
         )
         console.print(Text(f"  ⚡ {s.source}: {s.name} {s.node or ''} {detail}", style="dim"))
 
-    def drain_progress(p: DrainProgress) -> None:
-        console.print(
-            Text(f"  drain: {p.event} {p.pod} ({p.done}/{p.total}) {p.detail}", style="dim")
-        )
+    def timeline(entry: TimelineEntry) -> None:
+        style = {"action-result": "bold", "gate": "cyan", "approval": "green"}.get(entry.kind, "")
+        console.print(Text(f"  [{entry.kind}] {entry.actor}: {entry.text}", style=style))
 
-    def drain_result(result: DrainResult) -> None:
-        state = "completed" if result.completed else "stalled"
-        console.print(Text(f"drain of {result.node} {state}: evicted {len(result.evicted)}"))
-        for stall in result.stalled:
-            console.print(
-                Text(f"  blocked: {stall.namespace}/{stall.name}: {stall.reason}", style="yellow")
-            )
+    def summary(incident: Incident, entries: list[TimelineEntry]) -> None:
+        title = f"incident {incident.id} resolved: {incident.title} — {incident.node}"
+        console.print(render_summary(title, summary_lines(summarize(incident, entries), language)))
+        console.print(render_timeline(entries))
 
+    interactive = approve_as is not None or sys.stdin.isatty()
+    approver = ConsoleApprover(console, approve_as)
     out = live.DemoOutput(
         step=lambda title: console.rule(Text(title, style="bold")),
         signal=signal,
         diagnoses=lambda found: print_diagnoses(found, console, language) if found else None,
-        drain_progress=drain_progress,
-        drain_result=drain_result,
+        timeline=timeline,
+        summary=summary,
     )
-    live.run(pipeline.load_ruleset(settings), settings, language, out, pause)
+    live.run(
+        pipeline.load_ruleset(settings),
+        settings,
+        language,
+        out,
+        pause,
+        approve=approver.ask if interactive else None,
+        approver_name=approve_as or "you",
+        store_url=store_url,
+    )
+
+
+@app.command()
+@handles_bad_input
+def timeline(
+    what: Annotated[str, typer.Argument(help="An incident id, or a node name.")],
+    store_url: Annotated[
+        str | None, typer.Option("--store-url", help="Defaults to the settings' store_url.")
+    ] = None,
+    output: Annotated[Format, typer.Option("--format")] = Format.TEXT,
+    config: ConfigOption = None,
+) -> None:
+    """An incident's timeline (or every incident of a node): who did what, when."""
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        if what.isdigit():
+            incidents = [store.incident(what)]
+        else:
+            incidents = store.incidents(node=what)
+            if not incidents:
+                raise InputError("INCIDENT|NODE", f"no incident with id or node {what!r}")
+        console = Console()
+        for incident in incidents:
+            entries = store.timeline(incident.id)
+            if output is Format.JSON:
+                print(
+                    json.dumps(
+                        {
+                            "incident": incident.model_dump(mode="json"),
+                            "timeline": [e.model_dump(mode="json") for e in entries],
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+            elif output is Format.MARKDOWN:
+                print(f"## Incident {incident.id}: {incident.title} ({incident.state.value})\n")
+                print(timeline_markdown(entries))
+            else:
+                console.rule(Text(f"incident {incident.id}: {incident.title}"))
+                console.print(render_timeline(entries))
+    finally:
+        store.close()
 
 
 @sim_app.command("serve")

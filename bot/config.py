@@ -132,6 +132,8 @@ class Settings(BaseSettings):
     operator_namespaces: list[str] = ["gpu-operator", "gpu-operator-resources", "kube-system"]
     thresholds: Thresholds = Field(default_factory=Thresholds)
     remediation: Remediation = Field(default_factory=Remediation)
+    store_url: str = "sqlite:///gpubot.db"
+    """SQLite (a file) by default; postgresql://... for production and replicas."""
 
     @classmethod
     def settings_customise_sources(

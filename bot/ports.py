@@ -106,12 +106,18 @@ ExecutionOutcome = Literal["running", "succeeded", "failed", "refused", "dry-run
 
 
 class Execution(Protocol):
-    request_id: str
-    executor: str
-    started_at: datetime
-    finished_at: datetime | None
-    outcome: ExecutionOutcome
-    detail: str
+    @property
+    def request_id(self) -> str: ...
+    @property
+    def executor(self) -> str: ...
+    @property
+    def started_at(self) -> datetime: ...
+    @property
+    def finished_at(self) -> datetime | None: ...
+    @property
+    def outcome(self) -> ExecutionOutcome: ...
+    @property
+    def detail(self) -> str: ...
 
 
 class Store(Protocol):
@@ -179,6 +185,6 @@ class Store(Protocol):
 
     def execution(self, request_id: str) -> Execution | None: ...
 
-    def unfinished_executions(self) -> list[Execution]:
+    def unfinished_executions(self) -> Sequence[Execution]:
         """Claimed but never finished: what a restart must resume or report."""
         ...

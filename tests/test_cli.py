@@ -18,7 +18,11 @@ NOW = "2026-12-02T03:00:00Z"
 
 def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bot.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
     )
 
 
@@ -174,15 +178,48 @@ def test_rules_test_reports_a_failing_expectation_with_its_line(tmp_path: Path) 
     assert done.stdout.strip().splitlines()[-1] == "0 passed, 1 failed"
 
 
-def test_demo_runs_a_live_simulated_cluster() -> None:
-    done = gpubot("demo", "--pause", "0.5")
+def test_demo_runs_the_whole_loop_unattended_and_keeps_the_timeline(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    done = gpubot("demo", "--pause", "0.5", "--approve-as", "alice", "--store-url", url)
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert "kube: GPUAllocatableChanged gpu-a2 from=8, to=7" in text  # seen by the watches
     for title in ("GPU fell off the bus", "Device plugin crash-looping", "capacity is zero"):
         assert title in text
-    assert "drain of gpu-a1 stalled: evicted 1" in text
-    assert "train-llm-0-pdb" in text
+    assert "approved by alice (--approve-as)" in text
+    assert "drained gpu-a2: evicted 2 pods" in text
+    assert "health gate passed for gpu-a2" in text
+    assert "uncordoned gpu-a2" in text
+    assert "incident 1 resolved" in text and "Time to recover" in text
+
+    shown = gpubot("timeline", "gpu-a2", "--store-url", url, "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    [loop] = [
+        json.loads(line)
+        for line in shown.stdout.splitlines()
+        if json.loads(line)["incident"]["rule"] == "gpu-fell-off-bus"
+    ]
+    assert loop["incident"]["state"] == "resolved"
+    kinds = [e["kind"] for e in loop["timeline"]]
+    assert kinds.count("approval") == 2 and kinds.count("action-result") == 2
+    assert kinds[-1] == "resolve"
+    assert {e["actor"] for e in loop["timeline"] if e["kind"] == "approval"} == {"alice"}
+
+    markdown = gpubot("timeline", "1", "--store-url", url, "--format", "markdown")
+    assert "| alice | approval | alice approved kubectl drain gpu-a2" in markdown.stdout
+
+
+def test_timeline_of_an_unknown_node_is_a_clear_error(tmp_path: Path) -> None:
+    done = gpubot("timeline", "gpu-zz", "--store-url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert done.returncode == 2
+    assert "no incident with id or node 'gpu-zz'" in done.stderr
+
+
+def test_demo_without_a_person_stops_at_the_first_approval() -> None:
+    done = gpubot("demo", "--pause", "0.3")
+    assert done.returncode == 0, done.stderr
+    assert "waiting for a person: run with --approve-as NAME" in done.stdout
+    assert "drained" not in done.stdout
 
 
 def test_demo_replays_scenarios() -> None:

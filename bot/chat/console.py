@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Console, Group
 from rich.panel import Panel
+from rich.prompt import Prompt
 from rich.table import Table
 from rich.text import Text
 
-from bot.model import Diagnosis, Lang, Severity
+from bot.model import ActionRequest, Diagnosis, Lang, Severity, TimelineEntry
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-_LABELS = {
+LABELS = {
     Lang.EN: {
         "registered": "Registered?",
         "gpu_visible": "GPUs visible?",
@@ -67,7 +70,7 @@ def _proposal_lines(d: Diagnosis, labels: dict[str, str]) -> list[str]:
 
 def render_panel(d: Diagnosis) -> Panel:
     """Every string from the cluster goes in as `Text`: a `[` in a pod message is not markup."""
-    labels = _LABELS[d.lang]
+    labels = LABELS[d.lang]
     body = Table.grid(padding=(0, 1))
     body.add_column(style="bold", no_wrap=True)
     # fold, never ellipsis: a runbook step cut short at 3 a.m. is worse than a long panel
@@ -111,13 +114,13 @@ def render_panel(d: Diagnosis) -> Panel:
 
 def print_diagnoses(diagnoses: list[Diagnosis], console: Console, lang: Lang) -> None:
     if not diagnoses:
-        console.print(_LABELS[lang]["healthy"])
+        console.print(LABELS[lang]["healthy"])
         return
     console.print(Group(*(render_panel(d) for d in diagnoses)))
 
 
 def render_markdown(diagnoses: list[Diagnosis], lang: Lang) -> str:
-    labels = _LABELS[lang]
+    labels = LABELS[lang]
     if not diagnoses:
         return labels["healthy"] + "\n"
     out: list[str] = []
@@ -144,3 +147,73 @@ def render_markdown(diagnoses: list[Diagnosis], lang: Lang) -> str:
         out.append(f"\n**{labels['rollback']}**: {d.rollback}\n")
         out.append(f"**{labels['proposals']}**: " + "; ".join(_proposal_lines(d, labels)) + "\n")
     return "\n".join(out)
+
+
+def render_request(request: ActionRequest) -> Text:
+    """One approvable request, the way the Slack button and its confirm dialog say it."""
+    options = " --force" if request.force else ""
+    options += " (health gate overridden)" if request.override_gate else ""
+    text = Text.assemble(
+        ("▶ ", "bold"),
+        (f"{request.action.value}{options} {request.node}", "bold"),
+        f"  request {request.id}, expires {request.expires_at:%H:%M:%S} UTC",
+    )
+    if request.risk:
+        text.append(f"\n  risk: {request.risk}", style="yellow")
+    return text
+
+
+def render_timeline(entries: Sequence[TimelineEntry]) -> Table:
+    table = Table(show_header=True, header_style="bold", expand=False)
+    table.add_column("when (UTC)", no_wrap=True)
+    table.add_column("who", no_wrap=True)
+    table.add_column("what", no_wrap=True)
+    table.add_column("", overflow="fold")
+    for entry in entries:
+        table.add_row(
+            Text(f"{entry.at:%Y-%m-%d %H:%M:%S}"),
+            Text(entry.actor),
+            Text(entry.kind),
+            Text(entry.text),
+        )
+    return table
+
+
+def timeline_markdown(entries: Sequence[TimelineEntry]) -> str:
+    lines = ["| when (UTC) | who | what | |", "|---|---|---|---|"]
+    for e in entries:
+        text = e.text.replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {e.at:%Y-%m-%d %H:%M:%S} | {e.actor} | {e.kind} | {text} |")
+    return "\n".join(lines) + "\n"
+
+
+def render_summary(title: str, lines: Sequence[tuple[str, str]]) -> Panel:
+    body = Table.grid(padding=(0, 1))
+    body.add_column(style="bold", no_wrap=True)
+    body.add_column(overflow="fold")
+    for label, value in lines:
+        body.add_row(Text(label), Text(value))
+    return Panel(body, title=Text(title), title_align="left", border_style="green")
+
+
+class ConsoleApprover:
+    """Approve or deny at a prompt; with `approve_as` set, approves as that person without
+    asking (scripted runs: `gpubot demo --approve-as alice`)."""
+
+    def __init__(self, console: Console, approve_as: str | None) -> None:
+        self.console = console
+        self.approve_as = approve_as
+
+    def ask(self, request: ActionRequest) -> tuple[bool, str]:
+        """(approved?, who)."""
+        self.console.print(render_request(request))
+        if self.approve_as:
+            self.console.print(Text(f"  approved by {self.approve_as} (--approve-as)", "green"))
+            return True, self.approve_as
+        answer = Prompt.ask(
+            f"  approve {request.action.value} {request.node}?",
+            choices=["approve", "deny"],
+            default="deny",
+            console=self.console,
+        )
+        return answer == "approve", "you"
