@@ -2,17 +2,22 @@
 
 Every item is pass, fail or unknown, with its reason; the gate passes only when every
 required item passes. "Unknown" is not "pass": a gate that could not look does not open.
-Items that need Prometheus or an external job (no new Xid/ECC/NVLink errors in the window,
-DCGM diagnostics, nccl-tests) are unknown until that evidence is supplied.
+Items that need Prometheus, a pod on the node or an external job (no new Xid/ECC/NVLink errors
+in the window, the GPU smoke test, DCGM diagnostics, nccl-tests) are unknown until that
+evidence is supplied. The smoke test is optional (`require_smoke_test`), but one that ran
+counts whatever was configured: a node whose GPUs nvidia-smi cannot list does not reopen.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from bot.model import ClusterFacts, NodeFacts
+
+if TYPE_CHECKING:  # smoke_test imports this module's Outcome
+    from bot.remediate.smoke_test import SmokeTest
 
 Outcome = Literal["pass", "fail", "unknown"]
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
@@ -48,8 +53,11 @@ class ExternalEvidence:
     """Xid / ECC / NVLink errors in the observation window (Prometheus)."""
     dcgm_diag_passed: bool | None = None
     nccl_tests_passed: bool | None = None
+    smoke_test: SmokeTest | None = None
+    """The GPU smoke-test pod's result (`bot.remediate.smoke_test.run_smoke_test`)."""
     require_dcgm_diag: bool = False
     require_nccl_tests: bool = False
+    require_smoke_test: bool = False
 
 
 def _ready(node: NodeFacts) -> GateItem:
@@ -141,7 +149,30 @@ def _external(evidence: ExternalEvidence) -> list[GateItem]:
     return items
 
 
+def _smoke(node: NodeFacts, evidence: ExternalEvidence) -> GateItem:
+    """The smoke test's own verdict, then its listing against the node's GPU count (the test
+    may have been told a different one). With MIG the count labels count MIG devices under
+    GPU Feature Discovery's single strategy, so the physical count is the test's."""
+    result = evidence.smoke_test
+    if result is None:
+        return GateItem("gpu-smoke-test", "unknown", "not run", evidence.require_smoke_test)
+    if result.outcome != "pass":
+        return GateItem("gpu-smoke-test", result.outcome, result.reason)
+    mig = bool(node.mig_config and node.mig_config != "all-disabled")
+    expected = result.expected if mig or node.gpu is None else node.gpu.expected
+    missing = [str(i) for i in range(expected) if i not in result.listed]
+    if missing:
+        return GateItem(
+            "gpu-smoke-test",
+            "fail",
+            f"nvidia-smi -L listed {len(result.listed)} of the node's {expected} GPUs, "
+            f"missing GPU {', '.join(missing)}",
+        )
+    return GateItem("gpu-smoke-test", "pass", result.reason)
+
+
 def health_gate(node: NodeFacts, cluster: ClusterFacts, evidence: ExternalEvidence) -> GateResult:
     items = [_ready(node), _gpus(node), _driver(node, cluster), _mig(node), _operator(node)]
     items += _external(evidence)
+    items.append(_smoke(node, evidence))
     return GateResult(node.name, items)

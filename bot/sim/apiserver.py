@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from bot.sim import faults
+from bot.sim import controllers, faults
 from bot.sim.serving import LoopbackServer
 from bot.sim.store import (
     BY_PLURAL,
@@ -143,6 +143,50 @@ def _route(parts: list[str]) -> tuple[ResourceType, str, str, str] | None:
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
     return resource, namespace, name, sub
+
+
+_PULL_FAILURES = {
+    "ErrImagePull": "image can't be pulled",
+    "ImagePullBackOff": "trying and failing to pull image",
+}
+"""How the kubelet words the common waiting reasons when asked for a container's log."""
+
+
+def _pod_log(store: Store, pod: Json, query: dict[str, str]) -> str:
+    """`GET pods/NAME/log`: what the simulated kubelet kept of a container it ran (the
+    `nvidia-smi -L` pods, see `controllers.container_log`); for a pod on a node whose container
+    has not started, the kubelet's 400 (`validateContainerLogStatus`); otherwise one generic
+    line, for the pods the simulator only pretends to run."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    names = [str(c.get("name", "")) for c in spec.get("containers") or []]
+    container = query.get("container") or (names[0] if names else "")
+    if names and container not in names:
+        raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
+    kept = controllers.container_log(store, pod, container)
+    if kept is not None:
+        return kept
+    if spec.get("nodeName"):
+        current = next(
+            (s for s in status.get("containerStatuses") or [] if s.get("name") == container),
+            None,
+        )
+        if current is None and status.get("phase") in ("Succeeded", "Failed"):
+            raise ApiError(
+                400, "BadRequest", f'container "{container}" in pod "{name}" is not available'
+            )
+        state = (current or {}).get("state") or {}
+        last = (current or {}).get("lastState") or {}
+        if not state.get("running") and not state.get("terminated") and not last.get("terminated"):
+            reason = (state.get("waiting") or {}).get("reason") or "ContainerCreating"
+            reason = _PULL_FAILURES.get(reason, reason)
+            raise ApiError(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{name}" is waiting to start: {reason}',
+            )
+    return f"{datetime.now(UTC).isoformat()} simulated log of {meta.get('namespace', '')}/{name}\n"
 
 
 def _list_kind(resource: ResourceType) -> str:
@@ -283,8 +327,7 @@ class SimulatedApiServer:
         if sub == "eviction" and method == "POST" and resource.kind == "Pod":
             return 201, store.evict(namespace, name, request.body())
         if sub == "log" and method == "GET" and resource.kind == "Pod":
-            store.get(resource, namespace, name)
-            return 200, f"{datetime.now(UTC).isoformat()} simulated log of {namespace}/{name}\n"
+            return 200, _pod_log(store, store.get(resource, namespace, name), request.query)
         if sub and sub != "status":
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if not name:

@@ -19,10 +19,32 @@ What each part does, and where it stops short of the real component:
   then deleted, its pods are never replaced (the garbage collector's business, not simulated).
   When the store never held it (the scenarios create pods owned by ReplicaSets without the
   objects), it is implicit, like a Job: one replacement per lost pod.
-- kubelet. A pod bound to a Ready node and still Pending starts: phase Running, the five
-  conditions True, containers running, init containers Completed. A running pod that is
-  deleted or starts Terminating gets the kubelet's Normal `Killing` "Stopping container C"
-  event (source host = the node), which is what `collect_facts` reads as `evicted_from`.
+- kubelet. A pod bound to a Ready node and still Pending is admitted, then starts: phase
+  Running, the five conditions True, containers running, init containers Completed. A running
+  pod that is deleted or starts Terminating gets the kubelet's Normal `Killing` "Stopping
+  container C" event (source host = the node), which is what `collect_facts` reads as
+  `evicted_from`. Admission checks extended resources only (what a pod bound by `nodeName`
+  past the scheduler can lack): a registered device plugin's resource (capacity above 0) goes
+  through the device manager ("Allocate failed due to no healthy devices present; cannot
+  allocate unhealthy devices R, which is unexpected" when allocatable is 0, "... requested
+  number of devices unavailable for R. Requested: N, Available: A ..." when the running pods
+  hold the rest; reason `UnexpectedAdmissionError`), an unregistered one (capacity 0) through
+  the predicate check (`OutOfR`, "Node didn't have enough resource: R, requested: N, used: U,
+  capacity: C"), and a resource the node does not list at all is ignored, as the kubelet does.
+  A rejected pod is Failed with message "Pod was rejected: " + the reason's text, and gets a
+  Warning event with that reason. cpu, memory and pod count are left to the scheduler.
+- `nvidia-smi -L`. A pod with `restartPolicy: Never` whose every container runs `nvidia-smi
+  -L` (as command and args, or inside a shell line) runs to completion instead of running
+  forever, and the kubelet keeps
+  what it printed for `GET pods/NAME/log` (`container_log`). The container sees every GPU of
+  the node with `NVIDIA_VISIBLE_DEVICES=all` (indexed as on the host), otherwise the first
+  GPUs the device plugin calls healthy, as many as it requests (numbered from 0, as in a
+  container). A GPU that fell off the bus (last Xid 79 in `faults.gpu_state`) is not listed:
+  "Unable to determine the device handle for GPU BUS: GPU is lost.  Reboot the system to
+  recover this GPU", exit code 15. Without a loaded driver (the node expects the GPU
+  Operator's driver pod, `nvidia.com/gpu.deploy.driver=true`, and none is Running and Ready)
+  it prints "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.
+  ..." and exits 9. Exit 0 makes the pod Succeeded, anything else Failed.
 - kube-scheduler (profile `default-scheduler`, filters in its plugin order, first failure
   per node wins): NodeUnschedulable ("node(s) were unschedulable", unless the pod tolerates
   `node.kubernetes.io/unschedulable`), TaintToleration on NoSchedule/NoExecute taints ("node(s)
@@ -77,6 +99,7 @@ import re
 import threading
 import time
 import uuid
+import weakref
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -84,7 +107,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from bot.kubeobjects import labels_of, name_of, namespace_of, parse_time
+from bot.kubeobjects import labels_of, name_of, namespace_of, parse_time, pod_ready
+from bot.sim.faults import gpu_state
+from bot.sim.metrics import XID_FELL_OFF_BUS, gpu_uuid, model_name, pci_bus_id
 from bot.sim.objects import GPU_OPERATOR_NS, Json, ts
 from bot.sim.store import BY_KIND, ApiError, ResourceType, Store
 
@@ -134,6 +159,16 @@ _OMIT_EMPTY = frozenset(
 )
 """Status fields the API leaves out when 0 (`omitempty`)."""
 _POD_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+GPU_RESOURCE = "nvidia.com/gpu"
+DRIVER_APP = "nvidia-driver-daemonset"
+NVIDIA_SMI_NO_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running."
+)
+_NVIDIA_SMI_LIST = re.compile(r"(?:^|[\s;&|(/])nvidia-smi\s+(?:-L|--list-gpus)(?=$|[\s;&|)])")
+_SMI_DRIVER_NOT_LOADED = 9
+_SMI_NOT_FOUND = 6
+_SMI_GPU_LOST = 15
 _PODS = BY_KIND["Pod"]
 _NODES = BY_KIND["Node"]
 _EVENTS = BY_KIND["Event"]
@@ -642,6 +677,7 @@ class Controllers:
         last_seen.update({_uid(p): p for p in deleted if _uid(p) not in current})
         gone = list(last_seen.values())
         self._pods = current
+        _forget_logs(self.store, {_uid(p) for p in gone})
         changes: list[str] = []
         leaving = gone + [p for p in pods if _terminating(p)]
         for pod in leaving:
@@ -1068,6 +1104,10 @@ class Controllers:
 
     def _start_pods(self, pods: list[Json], now: datetime) -> list[str]:
         nodes = {name_of(n): n for n in self._list(_NODES)}
+        admitted: dict[str, list[Json]] = defaultdict(list)
+        for pod in pods:
+            if _spec(pod).get("nodeName") and _phase(pod) == "Running":
+                admitted[str(_spec(pod)["nodeName"])].append(pod)
         changes: list[str] = []
         for pod in pods:
             node = nodes.get(str(_spec(pod).get("nodeName") or ""))
@@ -1075,14 +1115,48 @@ class Controllers:
                 continue
             if _node_ready(node) != "True":
                 continue
+            where = f"{namespace_of(pod)}/{name_of(pod)}"
             body = copy.deepcopy(pod)
-            body["status"] = _running_status(pod, node, now)
-            try:
-                self.store.replace(_PODS, namespace_of(pod), name_of(pod), body)
-            except ApiError:
+            rejection = _admission_failure(pod, node, admitted[name_of(node)])
+            if rejection is not None:
+                reason, message = rejection
+                body["status"] = _rejected_status(pod, reason, message)
+                if self._write_status(body):
+                    self._emit(
+                        body,
+                        "Warning",
+                        reason,
+                        message,
+                        now,
+                        component="kubelet",
+                        host=name_of(node),
+                    )
+                    changes.append(f"{where} rejected by the kubelet on {name_of(node)}: {reason}")
                 continue
-            changes.append(f"{namespace_of(pod)}/{name_of(pod)} running on {name_of(node)}")
+            if _runs_to_completion(pod):
+                exits = {}
+                for container in _spec(pod).get("containers") or []:
+                    code, output = _nvidia_smi(self.store, container, node)
+                    exits[str(container.get("name", ""))] = code
+                    _keep_log(self.store, pod, str(container.get("name", "")), output)
+                body["status"] = _finished_status(pod, node, now, exits)
+                if self._write_status(body):
+                    changes.append(
+                        f"{where} ran nvidia-smi -L on {name_of(node)}: {body['status']['phase']}"
+                    )
+                continue
+            body["status"] = _running_status(pod, node, now)
+            if self._write_status(body):
+                admitted[name_of(node)].append(body)
+                changes.append(f"{where} running on {name_of(node)}")
         return changes
+
+    def _write_status(self, pod: Json) -> bool:
+        try:
+            self.store.replace(_PODS, namespace_of(pod), name_of(pod), pod)
+        except ApiError:
+            return False
+        return True
 
     # ---- events -------------------------------------------------------------------------
 
@@ -1445,3 +1519,194 @@ def _qos(pod: Json) -> str:
         for r in ("cpu", "memory")
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+# ---- the kubelet's admission, and the one program it plays ----------------------------------
+
+
+def _extended(resource: str) -> bool:
+    return "/" in resource and not resource.startswith("kubernetes.io/")
+
+
+def _admission_failure(pod: Json, node: Json, admitted: list[Json]) -> tuple[str, str] | None:
+    """(reason, message) when the kubelet would reject `pod`, given the pods it already runs.
+
+    The device manager's admit handler runs before the predicate check: a resource a device
+    plugin registered (capacity above 0) fails there (`UnexpectedAdmissionError`), an
+    unregistered one (capacity 0) in the predicate check (`OutOf<resource>`); a resource the
+    node does not list is dropped from the request first (removeMissingExtendedResources)."""
+    requests = {r: n for r, n in pod_requests(pod).items() if _extended(r)}
+    if not requests:
+        return None
+    status = _status(node)
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
+    used: dict[str, int] = defaultdict(int)
+    for other in admitted:
+        for resource, amount in pod_requests(other).items():
+            used[resource] += amount
+    for resource in sorted(requests):
+        if resource not in capacity and resource not in allocatable:
+            continue
+        wanted = requests[resource]
+        offered = quantity(allocatable.get(resource, 0))
+        if quantity(capacity.get(resource, 0)) > 0:
+            if offered == 0:
+                return "UnexpectedAdmissionError", (
+                    "Allocate failed due to no healthy devices present; cannot allocate "
+                    f"unhealthy devices {resource}, which is unexpected"
+                )
+            free = max(0, offered - used[resource])
+            if wanted > free:
+                return "UnexpectedAdmissionError", (
+                    f"Allocate failed due to requested number of devices unavailable for "
+                    f"{resource}. Requested: {wanted}, Available: {free}, which is unexpected"
+                )
+        elif wanted > offered - used[resource]:
+            return f"OutOf{resource}", (
+                f"Node didn't have enough resource: {resource}, requested: {wanted}, "
+                f"used: {used[resource]}, capacity: {offered}"
+            )
+    return None
+
+
+def _rejected_status(pod: Json, reason: str, message: str) -> Json:
+    """kubelet.rejectPod: Failed, with the admission failure as reason and message."""
+    status: Json = {
+        "phase": "Failed",
+        "reason": reason,
+        "message": f"Pod was rejected: {message}",
+        "qosClass": _status(pod).get("qosClass") or _qos(pod),
+    }
+    if _status(pod).get("conditions"):
+        status["conditions"] = copy.deepcopy(_status(pod)["conditions"])
+    return status
+
+
+def _runs_to_completion(pod: Json) -> bool:
+    """A `restartPolicy: Never` pod whose every container runs `nvidia-smi -L`."""
+    spec = _spec(pod)
+    containers = spec.get("containers") or []
+    if spec.get("restartPolicy") != "Never" or not containers or spec.get("initContainers"):
+        return False
+    return all(_NVIDIA_SMI_LIST.search(" ".join(_argv(c))) for c in containers)
+
+
+def _argv(container: Json) -> list[str]:
+    return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
+
+
+def _driver_loaded(store: Store, node: Json) -> bool:
+    """A driver the GPU Operator deploys is loaded while its pod is Running and Ready; a node
+    without `nvidia.com/gpu.deploy.driver=true` has its driver on the host."""
+    if labels_of(node).get("nvidia.com/gpu.deploy.driver") != "true":
+        return True
+    drivers, _ = store.list(
+        _PODS, GPU_OPERATOR_NS, f"app={DRIVER_APP}", f"spec.nodeName={name_of(node)}"
+    )
+    return any(pod_ready(p) and not _terminating(p) for p in drivers)
+
+
+def _node_gpus(node: Json) -> int:
+    label = labels_of(node).get("nvidia.com/gpu.count", "")
+    if label.isdigit():
+        return int(label)
+    return quantity((_status(node).get("capacity") or {}).get(GPU_RESOURCE, 0))
+
+
+def _visible_gpus(store: Store, container: Json, node: Json) -> list[int]:
+    """Host indices of the GPUs the container runtime hands the container."""
+    count = _node_gpus(node)
+    env = {
+        str(e.get("name")): str(e.get("value") or "")
+        for e in container.get("env") or []
+        if isinstance(e, dict)
+    }
+    wanted = env.get("NVIDIA_VISIBLE_DEVICES")
+    if wanted == "all":
+        return list(range(count))
+    if wanted in ("none", "void"):
+        return []
+    requested = _container_requests(container).get(GPU_RESOURCE, 0)
+    states = gpu_state(store).get(name_of(node), {})
+    healthy = [i for i in range(count) if states.get(i, {}).get("healthy", True)]
+    return healthy[:requested]
+
+
+def _nvidia_smi(store: Store, container: Json, node: Json) -> tuple[int, str]:
+    """`nvidia-smi -L` in `container` on `node`: its exit code and what it printed."""
+    if not _driver_loaded(store, node):
+        return _SMI_DRIVER_NOT_LOADED, NVIDIA_SMI_NO_DRIVER + "\n"
+    visible = _visible_gpus(store, container, node)
+    if not visible:
+        return _SMI_NOT_FOUND, "No devices found.\n"
+    name = name_of(node)
+    model = model_name(labels_of(node).get("nvidia.com/gpu.product", ""))
+    states = gpu_state(store).get(name, {})
+    code, lines = 0, []
+    for index, host_index in enumerate(visible):
+        if states.get(host_index, {}).get("xid") == XID_FELL_OFF_BUS:
+            code = _SMI_GPU_LOST
+            lines.append(
+                f"Unable to determine the device handle for GPU {pci_bus_id(host_index)[4:]}: "
+                "GPU is lost.  Reboot the system to recover this GPU"
+            )
+        else:
+            lines.append(f"GPU {index}: {model} (UUID: {gpu_uuid(name, host_index)})")
+    return code, "\n".join(lines) + "\n"
+
+
+def _finished_status(pod: Json, node: Json, now: datetime, exits: Mapping[str, int]) -> Json:
+    """What the kubelet reports once every container of a `restartPolicy: Never` pod exited."""
+    status = _running_status(pod, node, now)
+    phase = "Succeeded" if all(code == 0 for code in exits.values()) else "Failed"
+    ended = "PodCompleted" if phase == "Succeeded" else "PodFailed"
+    moment = ts(now)
+    for condition in status["conditions"]:
+        kind = condition["type"]
+        if kind == "PodReadyToStartContainers":
+            condition["status"] = "False"
+        elif kind in ("Ready", "ContainersReady"):
+            condition.update(status="False", reason=ended)
+        elif kind == "Initialized" and phase == "Succeeded":
+            condition["reason"] = ended
+    for container_status in status["containerStatuses"]:
+        code = exits.get(container_status["name"], 0)
+        container_status.update(ready=False, started=False)
+        container_status["state"] = {
+            "terminated": {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "startedAt": moment,
+                "finishedAt": moment,
+                "containerID": container_status["containerID"],
+            }
+        }
+    status["phase"] = phase
+    return status
+
+
+_LOGS: weakref.WeakKeyDictionary[Store, dict[tuple[str, str], str]] = weakref.WeakKeyDictionary()
+_LOGS_LOCK = threading.Lock()
+
+
+def _keep_log(store: Store, pod: Json, container: str, output: str) -> None:
+    with _LOGS_LOCK:
+        _LOGS.setdefault(store, {})[(_uid(pod), container)] = output
+
+
+def _forget_logs(store: Store, uids: set[str]) -> None:
+    if not uids:
+        return
+    with _LOGS_LOCK:
+        logs = _LOGS.get(store, {})
+        for key in [k for k in logs if k[0] in uids]:
+            del logs[key]
+
+
+def container_log(store: Store, pod: Json, container: str) -> str | None:
+    """What `container` of `pod` printed, as the simulated kubelet kept it; None when it kept
+    nothing (it runs no program of that pod). Kept by pod uid, as container logs live with the
+    pod on its node: a new pod of the same name starts without, and a deleted pod's go."""
+    with _LOGS_LOCK:
+        return _LOGS.get(store, {}).get((_uid(pod), container))
