@@ -1,0 +1,180 @@
+"""Leader election on a `coordination.k8s.io/v1` Lease, as client-go's leaderelection does it:
+every replica accepts webhooks and approvals, only the leader acts and runs scheduled jobs.
+
+Expiry is judged on this replica's own clock, from when it last saw the lease record change
+(client-go's `observedTime`), never from the holder's `renewTime`: clocks of two machines
+disagree, and a skewed clock must not hand the lease over early. A leader that cannot renew
+within `renew_deadline_s` stops leading before anyone else may take over, so two leaders
+never overlap by design; the store's one-execution-per-request constraint covers the rest.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.errors import Conflict, GpubotError, NotFound
+from bot.ports import Cluster, Obj
+
+Monotonic = Callable[[], float]
+
+
+def _micro_time(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    name: str = "gpubot-leader"
+    namespace: str = "gpubot"
+    lease_duration_s: float = 15.0
+    renew_deadline_s: float = 10.0
+    retry_period_s: float = 2.0
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        cluster: Cluster,
+        identity: str,
+        config: LeaseConfig | None = None,
+        *,
+        monotonic: Monotonic = time.monotonic,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.identity = identity
+        self.config = config or LeaseConfig()
+        self._monotonic = monotonic
+        self._on_change = on_change or (lambda _leading: None)
+        self._observed: tuple[str, str] | None = None
+        """(holder, renewTime) of the record last seen, and when we saw it change."""
+        self._observed_at = 0.0
+        self._renewed_at: float | None = None
+        self._leading = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def is_leader(self) -> bool:
+        """True only while the last renewal is younger than the renew deadline."""
+        if self._renewed_at is None:
+            return False
+        return self._monotonic() - self._renewed_at < self.config.renew_deadline_s
+
+    def _lease(self, previous: dict[str, Any] | None, version: str | None) -> Obj:
+        now = _micro_time(datetime.now(UTC))
+        spec = dict(previous or {})
+        taking_over = spec.get("holderIdentity") != self.identity
+        spec.update(
+            holderIdentity=self.identity,
+            leaseDurationSeconds=int(self.config.lease_duration_s),
+            renewTime=now,
+        )
+        if taking_over:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (
+                1 if previous else 0
+            )
+        metadata: dict[str, Any] = {
+            "name": self.config.name,
+            "namespace": self.config.namespace,
+        }
+        if version:
+            metadata["resourceVersion"] = version
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": spec,
+        }
+
+    def try_acquire_or_renew(self) -> bool:
+        """One round: True when this replica holds the lease afterwards."""
+        c = self.config
+        try:
+            try:
+                current = self.cluster.get("Lease", c.namespace, c.name)
+            except NotFound:
+                self.cluster.create("Lease", c.namespace, self._lease(None, None))
+                return self._renewed()
+            spec: dict[str, Any] = current.get("spec") or {}
+            record = (str(spec.get("holderIdentity") or ""), str(spec.get("renewTime") or ""))
+            if record != self._observed:
+                self._observed, self._observed_at = record, self._monotonic()
+            holder = record[0]
+            duration = float(spec.get("leaseDurationSeconds") or c.lease_duration_s)
+            expired = self._monotonic() - self._observed_at >= duration
+            if holder and holder != self.identity and not expired:
+                return self._lost()
+            version = (current.get("metadata") or {}).get("resourceVersion")
+            self.cluster.replace("Lease", c.namespace, c.name, self._lease(spec, version))
+            return self._renewed()
+        except Conflict:
+            # Someone else wrote the lease between our read and write: they won this round.
+            return self._lost()
+        except GpubotError:
+            # The API is away: keep leading only until the renew deadline says otherwise.
+            return self._settle()
+
+    def _renewed(self) -> bool:
+        self._renewed_at = self._monotonic()
+        return self._settle()
+
+    def _lost(self) -> bool:
+        self._renewed_at = None
+        return self._settle()
+
+    def _settle(self) -> bool:
+        leading = self.is_leader
+        if leading != self._leading:
+            self._leading = leading
+            self._on_change(leading)
+        return leading
+
+    def release(self) -> None:
+        """On a clean shutdown: let the next replica take over at once, not after expiry."""
+        c = self.config
+        if not self.is_leader:
+            return
+        try:
+            current = self.cluster.get("Lease", c.namespace, c.name)
+            spec = dict(current.get("spec") or {})
+            if spec.get("holderIdentity") != self.identity:
+                return
+            spec.update(holderIdentity="", leaseDurationSeconds=1)
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {
+                    "name": c.name,
+                    "namespace": c.namespace,
+                    "resourceVersion": (current.get("metadata") or {}).get("resourceVersion"),
+                },
+                "spec": spec,
+            }
+            self.cluster.replace("Lease", c.namespace, c.name, body)
+        except GpubotError:
+            pass
+        finally:
+            self._lost()
+
+    def start(self) -> LeaderElector:
+        def loop() -> None:
+            while not self._stop.is_set():
+                self.try_acquire_or_renew()
+                self._stop.wait(self.config.retry_period_s)
+
+        self._thread = threading.Thread(target=loop, name="leader-election", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.config.retry_period_s + 5)
+        self.release()
