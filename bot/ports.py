@@ -129,6 +129,12 @@ class Store(Protocol):
         """Keeps each signal once (by fingerprint, status and start): True where it was new."""
         ...
 
+    def active_signals(self, limit: int = 5000) -> list[Signal]:
+        """Firing signals not resolved since: the alerts a diagnosis must consider."""
+        ...
+
+    def ping(self) -> None: ...
+
     def record_diagnosis(
         self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
     ) -> tuple[Incident, bool]:
@@ -168,6 +174,10 @@ class Store(Protocol):
 
     def requests(self, incident_id: str) -> list[ActionRequest]: ...
 
+    def requests_to_execute(self, now: datetime) -> list[ActionRequest]:
+        """Unexpired requests with a vote and no execution: what the leader picks up."""
+        ...
+
     def add_vote(self, vote: Vote) -> bool:
         """False when this person already approved this request (a double click)."""
         ...
@@ -187,4 +197,23 @@ class Store(Protocol):
 
     def unfinished_executions(self) -> Sequence[Execution]:
         """Claimed but never finished: what a restart must resume or report."""
+        ...
+
+
+class Chat(Protocol):
+    """Where people read diagnoses and decide: Slack in production, the terminal in `demo`.
+    Delivery is the adapter's (Slack's goes through the store's outbox)."""
+
+    def post_diagnosis(
+        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+    ) -> str | None:
+        """Posts the message; returns where it lives (the incident's `chat_ref`), if known."""
+        ...
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        """A line in the incident's thread: progress, decisions, the summary."""
+        ...
+
+    def post_notice(self, text: str) -> None:
+        """Something with no incident: an alert that names no node, a sweep's finding."""
         ...

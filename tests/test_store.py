@@ -294,3 +294,14 @@ def test_someone_elses_database_is_refused(tmp_path: Path) -> None:
     engine.dispose()
     with pytest.raises(StoreSchemaError, match="no gpubot schema version"):
         SqlStore.open(url)
+
+
+def test_active_signals_are_the_firing_ones_not_resolved_since(store: SqlStore) -> None:
+    store.add_signals([signal("a"), signal("b"), signal("c")], T0)
+    store.add_signals([signal("b", status="resolved")], T0 + timedelta(minutes=1))
+    assert [s.fingerprint for s in store.active_signals()] == ["a", "c"]
+    # b fires again later (a new startsAt): active again.
+    again = signal("b").model_copy(update={"starts_at": T0 + timedelta(minutes=5)})
+    store.add_signals([again], T0 + timedelta(minutes=5))
+    assert [s.fingerprint for s in store.active_signals()] == ["a", "c", "b"]
+    store.ping()

@@ -10,7 +10,7 @@ from rich.prompt import Prompt
 from rich.table import Table
 from rich.text import Text
 
-from bot.model import ActionRequest, Diagnosis, Lang, Severity, TimelineEntry
+from bot.model import ActionRequest, Diagnosis, Incident, Lang, Severity, TimelineEntry
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 LABELS = {
@@ -217,3 +217,26 @@ class ConsoleApprover:
             console=self.console,
         )
         return answer == "approve", "you"
+
+
+class ConsoleChat:
+    """The Chat port on a terminal: `gpubot serve --chat console` and the drills."""
+
+    def __init__(self, console: Console, lang: Lang) -> None:
+        self.console = console
+        self.lang = lang
+
+    def post_diagnosis(
+        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+    ) -> str | None:
+        self.console.print(Text(f"incident {incident.id}", style="bold"))
+        self.console.print(render_panel(diagnosis))
+        for request in requests:
+            self.console.print(render_request(request))
+        return f"console:{incident.id}"
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        self.console.print(Text(f"  [incident {incident.id}] {text}"))
+
+    def post_notice(self, text: str) -> None:
+        self.console.print(Text(text, style="yellow"))

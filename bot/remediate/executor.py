@@ -53,6 +53,7 @@ OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
 Status = Literal[
     "acted",
+    "recorded",
     "dry-run",
     "need-another",
     "not-allowed",
@@ -274,8 +275,9 @@ class Executor:
         self._move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
         return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
 
-    def approve(self, request_id: str, approver: str) -> Outcome:
-        """One person's approval, judged against the policy now; acts when it is enough."""
+    def approve(self, request_id: str, approver: str, *, execute: bool = True) -> Outcome:
+        """One person's approval, judged against the policy now; acts when it is enough
+        (unless `execute` is False: a replica that does not lead leaves it to the leader)."""
         try:
             request = self.store.request(request_id)
         except NotFound:
@@ -310,7 +312,17 @@ class Executor:
         if decision.outcome == "need-another":
             return Outcome(request_id, "need-another", decision.reason)
         self._move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        if not execute:
+            return Outcome(request_id, "recorded", f"{decision.reason}; the leader runs it")
         return self.execute(request_id)
+
+    def execute_approved(self) -> list[Outcome]:
+        """Requests approved (on any replica) and not yet executed: the leader's pickup."""
+        outcomes = []
+        for request in self.store.requests_to_execute(self.clock()):
+            if self._recorded_approval(request) is not None:
+                outcomes.append(self.execute(request.id))
+        return outcomes
 
     # ---- acting ---------------------------------------------------------------------------
 

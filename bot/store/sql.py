@@ -165,6 +165,33 @@ class SqlStore:
             payloads: list[Any] = list(tx.scalars(query))
         return [Signal.model_validate(p) for p in payloads]
 
+    def active_signals(self, limit: int = 5000) -> list[Signal]:
+        """Firing signals with no resolved delivery after them: what is still going on."""
+        later = signals.alias("later")
+        resolved_since = (
+            sa.select(later.c.id)
+            .where(
+                (later.c.fingerprint == signals.c.fingerprint)
+                & (later.c.status == "resolved")
+                & (later.c.id > signals.c.id)
+            )
+            .exists()
+        )
+        query = (
+            sa.select(signals.c.payload)
+            .where((signals.c.status == "firing") & ~resolved_since)
+            .order_by(signals.c.id)
+            .limit(limit)
+        )
+        with self._tx() as tx:
+            payloads: list[Any] = list(tx.scalars(query))
+        return [Signal.model_validate(p) for p in payloads]
+
+    def ping(self) -> None:
+        """Raises `StoreUnavailable` when the database does not answer."""
+        with self._tx() as tx:
+            tx.execute(sa.text("SELECT 1"))
+
     def count_signals(self) -> int:
         with self._tx() as tx:
             return int(tx.scalar(sa.select(sa.func.count()).select_from(signals)) or 0)
@@ -467,6 +494,23 @@ class SqlStore:
                     .order_by(requests.c.expires_at)
                 )
             )
+        return [ActionRequest.model_validate(p) for p in payloads]
+
+    def requests_to_execute(self, now: datetime) -> list[ActionRequest]:
+        """Unexpired requests with at least one vote and no execution yet."""
+        voted = sa.select(votes.c.request_id).where(votes.c.request_id == requests.c.id).exists()
+        executed = (
+            sa.select(executions.c.request_id)
+            .where(executions.c.request_id == requests.c.id)
+            .exists()
+        )
+        query = (
+            sa.select(requests.c.payload)
+            .where((requests.c.expires_at > now) & voted & ~executed)
+            .order_by(requests.c.expires_at)
+        )
+        with self._tx() as tx:
+            payloads: list[Any] = list(tx.scalars(query))
         return [ActionRequest.model_validate(p) for p in payloads]
 
     def add_vote(self, vote: Vote) -> bool:

@@ -1,0 +1,240 @@
+"""The running bot: signals in, incidents and chat messages out; approvals to the executor.
+
+`gpubot serve` builds one `Service` per process. Every replica takes webhooks and clicks;
+what acts — executions, resumes, sweeps — runs only while `is_leader()` says so.
+Signals are handed over by the webhook after they are stored, and processed on a worker
+thread so Alertmanager gets its answer in milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from bot.config import Settings
+from bot.diagnose import diagnose
+from bot.errors import GpubotError
+from bot.evidence.live import read_snapshot
+from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
+from bot.incidents.summary import summarize, summary_lines
+from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
+from bot.ports import Chat, Cluster, Store
+from bot.remediate.executor import Executor, Outcome
+from bot.rules.loading import RuleSet
+
+log = logging.getLogger("gpubot.service")
+GPUBOT = "gpubot"
+
+_SELF_RESOLVING = (
+    IncidentState.OPEN,
+    IncidentState.DIAGNOSED,
+    IncidentState.AWAITING_APPROVAL,
+    IncidentState.DENIED,
+    IncidentState.EXPIRED,
+    IncidentState.SUCCEEDED,
+)
+"""Never APPROVED or EXECUTING (something is acting) nor FAILED (a person must look)."""
+
+EvidenceLines = Callable[[str], list[str]]
+"""node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
+
+
+class Service:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        rules: RuleSet,
+        store: Store,
+        cluster: Cluster,
+        chat: Chat,
+        executor: Executor,
+        clock: Callable[[], datetime],
+        is_leader: Callable[[], bool] = lambda: True,
+        evidence: EvidenceLines | None = None,
+        on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.rules = rules
+        self.store = store
+        self.cluster = cluster
+        self.chat = chat
+        self.executor = executor
+        self.clock = clock
+        self.is_leader = is_leader
+        self.evidence = evidence
+        self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
+        self._queue: queue.Queue[list[Signal] | None] = queue.Queue()
+        self._worker: threading.Thread | None = None
+
+    # ---- intake ---------------------------------------------------------------------------
+
+    def on_signals(self, signals: list[Signal]) -> None:
+        """The webhook's hand-over: already stored, so a crash here loses nothing (the next
+        sweep or delivery picks the alert up from the store)."""
+        self._queue.put(signals)
+
+    def start(self) -> Service:
+        def work() -> None:
+            while True:
+                batch = self._queue.get()
+                if batch is None:
+                    return
+                try:
+                    self.process(batch)
+                except Exception:  # the worker must outlive one bad batch
+                    log.exception("processing %d signal(s) failed", len(batch))
+
+        self._worker = threading.Thread(target=work, name="signals", daemon=True)
+        self._worker.start()
+        return self
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join(timeout=30)
+
+    def drain_queue(self, timeout_s: float = 10.0) -> None:
+        """For tests and shutdown: wait until every handed-over batch is processed."""
+        done = threading.Event()
+        self._queue.put([])
+        deadline = self.clock().timestamp() + timeout_s
+        while not self._queue.empty() and self.clock().timestamp() < deadline:
+            done.wait(0.02)
+
+    # ---- processing -----------------------------------------------------------------------
+
+    def process(self, batch: Sequence[Signal]) -> list[Incident]:
+        """Diagnose the cluster with every alert still firing; open, update or resolve
+        incidents; post what is new. Returns the incidents opened or reopened."""
+        for signal in batch:
+            if signal.node is None and signal.source == "alertmanager":
+                self.chat.post_notice(
+                    f"alert {signal.name} ({signal.status}) names no node: node unknown. "
+                    f"Its labels: {', '.join(f'{k}={v}' for k, v in sorted(signal.labels.items()))}"
+                )
+            if signal.truncated_alerts:
+                self.chat.post_notice(
+                    f"Alertmanager truncated {signal.truncated_alerts} alert(s) of group "
+                    f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
+                )
+        now = self.clock()
+        snapshot = read_snapshot(self.cluster)
+        signals = resolve_signal_nodes(snapshot, self.store.active_signals())
+        facts = collect_facts(snapshot, signals, self.settings, now)
+        diagnoses = diagnose(facts, signals, self.rules, self.settings).diagnoses
+        opened = []
+        for found in diagnoses:
+            if self.evidence is not None and found.node:
+                found = found.model_copy(
+                    update={"evidence": [*found.evidence, *self.evidence(found.node)]}
+                )
+            incident, new = self.store.record_diagnosis(
+                self.settings.cluster, found, now, self.settings.thresholds.flap_window_s
+            )
+            if not new:
+                continue
+            opened.append(incident)
+            self.store.append(
+                TimelineEntry(
+                    incident=incident.id,
+                    at=now,
+                    actor=GPUBOT,
+                    kind="diagnosis",
+                    text=f"{found.title}: {found.summary}",
+                    data={
+                        "rule": found.rule,
+                        "stage": found.stage.value,
+                        "evidence": found.evidence,
+                    },
+                )
+            )
+            requests = self.executor.propose(incident.id, found, facts)
+            if not requests:
+                self.store.transition(incident.id, IncidentState.DIAGNOSED, GPUBOT, now)
+            ref = self.chat.post_diagnosis(self.store.incident(incident.id), found, requests)
+            if ref:
+                self.store.set_chat_ref(incident.id, ref)
+            self.on_diagnosis(incident, found)
+        still = {(d.rule, d.node or d.pool) for d in diagnoses}
+        self._resolve_gone(batch, still, facts.nodes, now)
+        return opened
+
+    def _resolve_gone(
+        self,
+        batch: Sequence[Signal],
+        still: set[tuple[str, str | None]],
+        nodes: Mapping[str, NodeFacts],
+        now: datetime,
+    ) -> None:
+        """Incidents whose rule no longer matches their subject are over — unless gpubot
+        acted on the node and it is still out of service: then the loop ends with the
+        health gate and an uncordon, not with silence."""
+        resolved_on = {s.node for s in batch if s.status == "resolved"}
+        for incident in self.store.incidents(states=_SELF_RESOLVING):
+            if incident.cluster != self.settings.cluster:
+                continue
+            if (incident.rule, incident.node or incident.pool) in still:
+                if incident.node in resolved_on:
+                    self.store.append(
+                        TimelineEntry(
+                            incident=incident.id,
+                            at=now,
+                            actor=GPUBOT,
+                            kind="note",
+                            text=f"its alert resolved, but {incident.rule} still matches: "
+                            "the incident stays open",
+                        )
+                    )
+                continue
+            node = nodes.get(incident.node or "")
+            if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
+                continue
+            self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
+
+    def resolve(self, incident_id: str, why: str) -> Incident:
+        done = self.store.transition(incident_id, IncidentState.RESOLVED, GPUBOT, self.clock(), why)
+        summary = summary_lines(
+            summarize(done, self.store.timeline(incident_id)), self.settings.lang
+        )
+        self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in summary))
+        return done
+
+    # ---- decisions ------------------------------------------------------------------------
+
+    def approve(self, request_id: str, approver: str) -> Outcome:
+        """A click or a command: recorded on any replica; executed here only on the leader
+        (the leader's loop picks up what other replicas recorded)."""
+        if self.is_leader():
+            outcome = self.executor.approve(request_id, approver)
+        else:
+            outcome = self.executor.approve(request_id, approver, execute=False)
+        self._tell(request_id, outcome)
+        return outcome
+
+    def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
+        outcome = self.executor.deny(request_id, who, reason)
+        self._tell(request_id, outcome)
+        return outcome
+
+    def _tell(self, request_id: str, outcome: Outcome) -> None:
+        try:
+            request = self.store.request(request_id)
+        except GpubotError:
+            return
+        if request.incident is not None:
+            self.chat.post_thread(self.store.incident(request.incident), outcome.message)
+
+    def run_leader_duties(self) -> list[Outcome]:
+        """On the leader, every few seconds: resume what a dead process left half done, and
+        run approvals recorded on other replicas."""
+        if not self.is_leader():
+            return []
+        outcomes = self.executor.resume()
+        outcomes += self.executor.execute_approved()
+        for outcome in outcomes:
+            self._tell(outcome.request_id, outcome)
+        return outcomes

@@ -1,0 +1,164 @@
+"""The running bot end to end inside one process: alerts stored, the simulated cluster read
+through the real client, incidents opened once, proposals made, the terminal chat adapter
+showing it, resolves with a summary, and approvals split between replicas and the leader."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from bot.app import load_ruleset
+from bot.chat.console import ConsoleChat
+from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.model import Action, IncidentState, Signal
+from bot.remediate.executor import Executor
+from bot.remediate.health_gate import ExternalEvidence
+from bot.service import Service
+from bot.sim import faults
+from bot.sim.store import BY_KIND
+from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.store.sql import SqlStore
+
+ONE_PERSON = ActionPolicy(users=["alice", "bob"])
+
+
+@dataclass
+class Bot:
+    server: Any
+    store: SqlStore
+    service: Service
+    out: io.StringIO
+    leader: list[bool]
+
+    def alert(self, fault: str, node: str, **params: Any) -> list[Signal]:
+        result = faults.inject(self.server.store, fault, node, datetime.now(UTC), **params)
+        signals = signals_from_payload(validate_payload(result.payload()), ["node"])
+        fresh = self.store.add_signals(signals, datetime.now(UTC))
+        return [s for s, new in zip(signals, fresh, strict=True) if new]
+
+    @property
+    def said(self) -> str:
+        return self.out.getvalue()
+
+
+@pytest.fixture
+def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
+    server, cluster = sim_cluster
+    settings = Settings(
+        remediation=Remediation(
+            approvals=ApprovalPolicy(cordon=ONE_PERSON, drain=ONE_PERSON, uncordon=ONE_PERSON)
+        )
+    )
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    out = io.StringIO()
+    leader = [True]
+    executor = Executor(
+        cluster,
+        store,
+        settings,
+        executor_id="replica",
+        clock=lambda: datetime.now(UTC),
+        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
+    )
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings),
+        store=store,
+        cluster=cluster,
+        chat=ConsoleChat(Console(file=out, width=200), settings.lang),
+        executor=executor,
+        clock=lambda: datetime.now(UTC),
+        is_leader=lambda: leader[0],
+    )
+    yield Bot(server, store, service, out, leader)
+    store.close()
+
+
+def test_an_alert_opens_one_incident_with_a_proposal_and_one_message(bot: Bot) -> None:
+    signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
+    [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]
+    assert incident.rule == "gpu-fell-off-bus"
+    assert bot.store.incident(incident.id).state is IncidentState.AWAITING_APPROVAL
+    [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    assert drain.node == "gpu-a2"
+    assert bot.said.count("GPU fell off the bus") == 1
+    assert f"drain gpu-a2  request {drain.id}" in bot.said
+    kinds = [e.kind for e in bot.store.timeline(incident.id)]
+    assert kinds[:2] == ["state", "diagnosis"] and "proposal" in kinds
+    assert bot.store.incident(incident.id).chat_ref == f"console:{incident.id}"
+
+    # Alertmanager repeats the alert: nothing new is opened or posted.
+    assert bot.service.process(signals) == []
+    assert bot.said.count("GPU fell off the bus") == 1
+
+
+def test_an_alert_without_a_node_is_reported_as_node_unknown(bot: Bot) -> None:
+    alert = Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        labels={"alertname": "GPUXidError", "xid": "79"},
+        fingerprint="no-node",
+    )
+    bot.store.add_signals([alert], datetime.now(UTC))
+    bot.service.process([alert])
+    assert "alert GPUXidError (firing) names no node: node unknown" in bot.said
+    assert [s.fingerprint for s in bot.store.active_signals()] == ["no-node"]
+
+
+def test_a_resolved_alert_resolves_the_incident_once_the_symptom_is_gone(bot: Bot) -> None:
+    bot.alert("zero-capacity", "gpu-a4")
+    # What our shipped GPUCapacityZero rule sends through Alertmanager for it.
+    started = datetime.now(UTC)
+    firing = [
+        Signal(
+            source="alertmanager",
+            name="GPUCapacityZero",
+            node="gpu-a4",
+            labels={"alertname": "GPUCapacityZero", "node": "gpu-a4"},
+            starts_at=started,
+            fingerprint="cap0",
+        )
+    ]
+    bot.store.add_signals(firing, started)
+    [incident] = [i for i in bot.service.process(firing) if i.node == "gpu-a4"]
+    resolved = [s.model_copy(update={"status": "resolved"}) for s in firing]
+    bot.store.add_signals(resolved, datetime.now(UTC))
+    bot.service.process(resolved)  # the node still offers no GPU: stays open
+    assert bot.store.incident(incident.id).state is not IncidentState.RESOLVED
+    assert "still matches" in bot.store.timeline(incident.id)[-1].text
+
+    bot.server.store.patch(
+        BY_KIND["Node"],
+        "",
+        "gpu-a4",
+        "application/merge-patch+json",
+        {"status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+    )
+    bot.service.process(resolved)
+    assert bot.store.incident(incident.id).state is IncidentState.RESOLVED
+    assert f"[incident {incident.id}] Duration:" in bot.said
+
+
+def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> None:
+    signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
+    [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]
+    [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    bot.leader[0] = False
+    outcome = bot.service.approve(drain.id, "alice")
+    assert outcome.status == "recorded"
+    assert bot.server.store.evictions == []
+    assert bot.service.run_leader_duties() == []  # still not the leader
+
+    bot.leader[0] = True
+    [acted] = bot.service.run_leader_duties()
+    assert acted.status == "acted", acted.message
+    assert ("ml", "train-llm-0-worker-1") in bot.server.store.evictions
+    assert bot.service.run_leader_duties() == []  # once
+    assert f"[incident {incident.id}] drained gpu-a2" in bot.said
