@@ -228,6 +228,29 @@ class Service:
         if request.incident is not None:
             self.chat.post_thread(self.store.incident(request.incident), outcome.message)
 
+    def expire_requests(self) -> list[Incident]:
+        """Incidents waiting on requests that have all expired: say so, and stop waiting."""
+        now = self.clock()
+        expired = []
+        for incident in self.store.incidents(states=[IncidentState.AWAITING_APPROVAL]):
+            requests = self.store.requests(incident.id)
+            if not requests or any(r.expires_at > now for r in requests):
+                continue
+            if any(self.store.execution(r.id) is not None for r in requests):
+                continue
+            done = self.store.transition(
+                incident.id,
+                IncidentState.EXPIRED,
+                GPUBOT,
+                now,
+                "every proposal expired without a decision",
+            )
+            self.chat.post_thread(
+                done, "the proposals expired without a decision; ask again with /gpubot"
+            )
+            expired.append(done)
+        return expired
+
     def run_leader_duties(self) -> list[Outcome]:
         """On the leader, every few seconds: resume what a dead process left half done, and
         run approvals recorded on other replicas."""

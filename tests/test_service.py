@@ -5,9 +5,10 @@ showing it, resolves with a summary, and approvals split between replicas and th
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.model import Action, IncidentState, Signal
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
+from bot.schedule import Scheduler, ScheduleSettings
 from bot.service import Service
 from bot.sim import faults
 from bot.sim.store import BY_KIND
@@ -29,6 +31,16 @@ from bot.store.sql import SqlStore
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
 
 
+class Clock:
+    """Real time, plus however far a test moves it ahead."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
 @dataclass
 class Bot:
     server: Any
@@ -36,6 +48,7 @@ class Bot:
     service: Service
     out: io.StringIO
     leader: list[bool]
+    clock: Clock
 
     def alert(self, fault: str, node: str, **params: Any) -> list[Signal]:
         result = faults.inject(self.server.store, fault, node, datetime.now(UTC), **params)
@@ -59,12 +72,13 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     out = io.StringIO()
     leader = [True]
+    clock = Clock()
     executor = Executor(
         cluster,
         store,
         settings,
         executor_id="replica",
-        clock=lambda: datetime.now(UTC),
+        clock=clock,
         external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
     )
     service = Service(
@@ -74,10 +88,10 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
         cluster=cluster,
         chat=ConsoleChat(Console(file=out, width=200), settings.lang),
         executor=executor,
-        clock=lambda: datetime.now(UTC),
+        clock=clock,
         is_leader=lambda: leader[0],
     )
-    yield Bot(server, store, service, out, leader)
+    yield Bot(server, store, service, out, leader, clock)
     store.close()
 
 
@@ -162,3 +176,49 @@ def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> N
     assert ("ml", "train-llm-0-worker-1") in bot.server.store.evictions
     assert bot.service.run_leader_duties() == []  # once
     assert f"[incident {incident.id}] drained gpu-a2" in bot.said
+
+
+def test_unanswered_proposals_expire_and_say_so(bot: Bot) -> None:
+    signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
+    [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]
+    assert bot.service.expire_requests() == []
+    bot.clock.ahead = timedelta(minutes=31)
+    [expired] = bot.service.expire_requests()
+    assert expired.id == incident.id and expired.state is IncidentState.EXPIRED
+    assert "expired without a decision" in bot.said
+    [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    assert bot.service.approve(drain.id, "alice").status == "expired"
+    assert bot.server.store.evictions == []
+
+
+def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> None:
+    signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
+    [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]
+    [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    bot.leader[0] = False
+    assert bot.service.approve(drain.id, "alice").status == "recorded"
+    bot.leader[0] = True
+    settings = ScheduleSettings(leader_duties_s=0.2, expiry_s=60, sweep_s=60)
+    scheduler = Scheduler(bot.service, bot.store.engine, settings)
+    scheduler.leading(True)
+    try:
+        assert scheduler.jobs() == ["expire_requests", "leader_duties", "sweep"]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            done = bot.store.execution(drain.id)
+            if done is not None and done.finished_at is not None:
+                break
+            time.sleep(0.1)
+    finally:
+        scheduler.leading(False)
+    done = bot.store.execution(drain.id)
+    assert done is not None and done.outcome == "succeeded", done
+    assert ("ml", "train-llm-0-worker-1") in bot.server.store.evictions
+    # The jobs live in the database: a new leader's scheduler finds them, not copies.
+    with bot.store.engine.connect() as connection:
+        stored = connection.exec_driver_sql("SELECT id FROM apscheduler_jobs ORDER BY id").all()
+    assert [row[0] for row in stored] == ["expire_requests", "leader_duties", "sweep"]
+    again = Scheduler(bot.service, bot.store.engine, settings)
+    again.leading(True)
+    assert again.jobs() == ["expire_requests", "leader_duties", "sweep"]
+    again.leading(False)
