@@ -78,3 +78,7 @@ class StoreUnavailable(TemporaryError):
 class StoreSchemaError(GpubotError):
     """The database's schema is not the one this gpubot runs on; the message names the
     command to run."""
+
+
+class StateChanged(TemporaryError):
+    """Another writer moved the incident between our read and our write: read it again."""

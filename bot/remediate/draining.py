@@ -36,7 +36,7 @@ from bot.kubeobjects import controller_of, name_of, namespace_of, pod_finished
 from bot.ports import Cluster, Obj
 from bot.remediate.nodes import cordon
 
-PodAction = Literal["evict", "skip"]
+PodAction = Literal["evict", "wait", "skip"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,11 @@ class DrainPlan:
     @property
     def to_evict(self) -> list[PodPlan]:
         return [p for p in self.pods if p.action == "evict"]
+
+    @property
+    def to_remove(self) -> list[PodPlan]:
+        """Pods the drain must see gone: those it evicts and those already terminating."""
+        return [p for p in self.pods if p.action in ("evict", "wait")]
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,10 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
         return PodPlan(ns, name, uid, "skip", "DaemonSet-managed", flags.grace_period_s)
     if "kubernetes.io/config.mirror" in ((pod.get("metadata") or {}).get("annotations") or {}):
         return PodPlan(ns, name, uid, "skip", "mirror pod", flags.grace_period_s)
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        # Already going (evicted before a restart, or deleted by someone): evicting it again
+        # would be a second eviction of the same pod; waiting for it is all that is left.
+        return PodPlan(ns, name, uid, "wait", "already terminating", flags.grace_period_s)
     volumes = (pod.get("spec") or {}).get("volumes") or []
     local = any("emptyDir" in (v or {}) for v in volumes)
     if local and not pod_finished(pod) and not flags.delete_emptydir_data:
@@ -203,6 +212,9 @@ def _remove(
     lock: threading.Lock,
 ) -> None:
     last_refusal: list[str] = []
+    if pod.action == "wait":
+        _wait_gone(cluster, pod, deadline, tracker, result, lock)
+        return
 
     def attempt() -> None:
         try:
@@ -346,7 +358,7 @@ def drain(
     result = DrainResult(node, plan)
     if plan.refusals:
         return result
-    pods = plan.to_evict
+    pods = plan.to_remove
     tracker = _Tracker(len(pods), on_progress)
     deadline = started + timeout_s
     lock = threading.Lock()

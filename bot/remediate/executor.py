@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Literal
 
 from bot.config import Settings
-from bot.errors import GpubotError, NotFound
+from bot.errors import GpubotError, NotFound, StateChanged
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshot import collect_facts
-from bot.incidents.lifecycle import TRANSITIONS
+from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition
 from bot.model import (
     Action,
     ActionRequest,
@@ -146,9 +146,15 @@ class Executor:
         one incident (cordon, then drain) share one state."""
         if incident is None:
             return
-        current = self.store.incident(incident).state
-        if current is not target and target in TRANSITIONS[current]:
-            self.store.transition(incident, target, actor, self.clock(), text)
+        for _attempt in range(3):
+            current = self.store.incident(incident).state
+            if current is target or target not in TRANSITIONS[current]:
+                return
+            try:
+                self.store.transition(incident, target, actor, self.clock(), text)
+                return
+            except (StateChanged, IllegalTransition):
+                continue  # a concurrent click moved it first: look again
 
     # ---- facts ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from bot.errors import NotFound, StoreUnavailable
+from bot.errors import NotFound, StateChanged, StoreUnavailable
 from bot.incidents.lifecycle import check
 from bot.model import (
     ActionRequest,
@@ -405,7 +405,7 @@ class SqlStore:
                 .values(**values)
             ).rowcount
             if moved != 1:
-                raise StoreUnavailable(f"incident {incident_id} changed meanwhile; try again")
+                raise StateChanged(f"incident {incident_id} changed meanwhile; read it again")
             kind: TimelineKind = "resolve" if target is IncidentState.RESOLVED else "state"
             self._append(
                 tx,
