@@ -1,0 +1,1 @@
+"""The Prometheus adapter (`bot.prom.client.PrometheusMetrics`): the `Metrics` port."""
