@@ -6,7 +6,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
@@ -30,7 +30,7 @@ from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
 from bot.incidents.summary import summarize, summary_lines
-from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
+from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry, Vote
 from bot.rules.linting import lint_rules
 from bot.sim.scenarios import SCENARIOS
 from bot.sources.alertmanager import load_alerts_file
@@ -338,6 +338,88 @@ def timeline(
             else:
                 console.rule(Text(f"incident {incident.id}: {incident.title}"))
                 console.print(render_timeline(entries))
+    finally:
+        store.close()
+
+
+@app.command()
+@handles_bad_input
+def serve(
+    config: ConfigOption = None,
+    port: Annotated[int | None, typer.Option("--port", help="0 picks a free port.")] = None,
+    kube_url: Annotated[
+        str | None, typer.Option("--kube-url", help="An API server URL (e.g. the simulator).")
+    ] = None,
+    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
+    in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    identity: Annotated[
+        str | None, typer.Option("--identity", help="This replica's name in the leader Lease.")
+    ] = None,
+    watch: Annotated[bool, typer.Option("--watch/--no-watch")] = True,
+) -> None:
+    """Run the bot: the Alertmanager webhook, the Kubernetes watches, leader election,
+    scheduled work and the executor."""
+    from bot import runtime
+
+    settings = _settings(config)
+    serve_settings = settings.serve.model_copy(
+        update={k: v for k, v in {"port": port, "identity": identity}.items() if v is not None}
+    )
+    settings = settings.model_copy(
+        update={"serve": serve_settings, "store_url": store_url or settings.store_url}
+    )
+    replica = runtime.build_replica(
+        settings, kube_url=kube_url, kubeconfig=kubeconfig, in_cluster=in_cluster, watch=watch
+    )
+    # One line a supervisor (or a test) can wait for: the port actually bound.
+    runtime.run(
+        replica, on_started=lambda bound: print(f"gpubot serve: listening on {bound}", flush=True)
+    )
+
+
+@app.command()
+@handles_bad_input
+def approve(
+    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
+    as_user: Annotated[str, typer.Option("--as", help="Who approves (a chat user id).")],
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Record an approval from the command line (a break-glass path beside the chat). The
+    policy decides as for a click; the leading `gpubot serve` executes it."""
+    from bot.remediate.approvals import decide
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        wanted = store.request(request)
+        now = datetime.now(UTC)
+        decision = decide(
+            wanted,
+            as_user,
+            now,
+            settings.remediation.approvals,
+            lambda _user: set(),
+            store.votes(request),
+        )
+        if decision.outcome == "refused":
+            raise InputError("--as", decision.reason)
+        if not store.add_vote(Vote(request_id=request, approver=as_user, at=now)):
+            raise InputError("--as", f"{as_user} already approved {request}")
+        if wanted.incident is not None:
+            store.append(
+                TimelineEntry(
+                    incident=wanted.incident,
+                    at=now,
+                    actor=as_user,
+                    kind="approval",
+                    text=f"{as_user} approved {wanted.action.value} {wanted.node} (CLI)",
+                    data={"request": request, "outcome": decision.outcome},
+                )
+            )
+        print(decision.reason)
     finally:
         store.close()
 

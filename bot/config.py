@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -110,6 +110,56 @@ class Remediation(BaseModel):
     maintenance_taint: bool = True
 
 
+class ServeSettings(BaseModel):
+    """`gpubot serve`: where it listens and what it trusts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=0, le=65535)
+    bearer_token: SecretStr | None = None
+    """The webhook's token (`GPUBOT_SERVE__BEARER_TOKEN`); or read from `bearer_token_file`."""
+    bearer_token_file: Path | None = None
+    max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    identity: str | None = None
+    """This replica's name in the leader Lease; defaults to the host name and process id."""
+    lease_namespace: str = "gpubot"
+    lease_name: str = "gpubot-leader"
+    lease_duration_s: float = Field(default=15.0, gt=0)
+    renew_deadline_s: float = Field(default=10.0, gt=0)
+    retry_period_s: float = Field(default=2.0, gt=0)
+
+    def token(self) -> str | None:
+        if self.bearer_token is not None:
+            return self.bearer_token.get_secret_value()
+        if self.bearer_token_file is not None:
+            try:
+                return self.bearer_token_file.read_text().strip() or None
+            except OSError as exc:
+                raise InputError("serve.bearer_token_file", str(exc)) from exc
+        return None
+
+
+class PrometheusSettings(BaseModel):
+    """Where DCGM evidence comes from; no URL means no Prometheus evidence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = None
+    node_label: str = "Hostname"
+    window_s: int = Field(default=30 * 60, gt=0)
+    timeout_s: float = Field(default=3.0, gt=0)
+
+
+class ScheduleSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    leader_duties_s: float = Field(default=2.0, gt=0)
+    expiry_s: float = Field(default=30.0, gt=0)
+    sweep_s: float = Field(default=300.0, gt=0)
+    misfire_grace_s: int = Field(default=60, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUBOT_", env_nested_delimiter="__", extra="forbid"
@@ -132,6 +182,9 @@ class Settings(BaseSettings):
     operator_namespaces: list[str] = ["gpu-operator", "gpu-operator-resources", "kube-system"]
     thresholds: Thresholds = Field(default_factory=Thresholds)
     remediation: Remediation = Field(default_factory=Remediation)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
+    prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     store_url: str = "sqlite:///gpubot.db"
     """SQLite (a file) by default; postgresql://... for production and replicas."""
 

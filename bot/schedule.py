@@ -17,21 +17,12 @@ from typing import Any
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
-from pydantic import BaseModel, ConfigDict
 
+from bot.config import ScheduleSettings
 from bot.service import Service
 
 log = logging.getLogger("gpubot.schedule")
 _service: Service | None = None
-
-
-class ScheduleSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    leader_duties_s: float = 2.0
-    expiry_s: float = 30.0
-    sweep_s: float = 300.0
-    misfire_grace_s: int = 60
 
 
 def _current() -> Service:

@@ -38,6 +38,8 @@ _SELF_RESOLVING = (
 )
 """Never APPROVED or EXECUTING (something is acting) nor FAILED (a person must look)."""
 
+_OPEN = tuple(state for state in IncidentState if state is not IncidentState.RESOLVED)
+
 EvidenceLines = Callable[[str], list[str]]
 """node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
 
@@ -193,14 +195,34 @@ class Service:
             node = nodes.get(incident.node or "")
             if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
                 continue
+            successor = next(
+                (
+                    other
+                    for other in self.store.incidents(node=incident.node, states=_OPEN)
+                    if incident.node
+                    and other.id != incident.id
+                    and (other.rule, other.node) in still
+                ),
+                None,
+            )
+            if successor is not None:
+                # The rules now tell a better story for this node (e.g. an Xid 79 alert
+                # arrived for the GPU count that dropped): one incident, not two.
+                self.resolve(
+                    incident.id,
+                    f"superseded by incident {successor.id} ({successor.rule})",
+                    summary=False,
+                )
+                continue
             self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
 
-    def resolve(self, incident_id: str, why: str) -> Incident:
+    def resolve(self, incident_id: str, why: str, *, summary: bool = True) -> Incident:
         done = self.store.transition(incident_id, IncidentState.RESOLVED, GPUBOT, self.clock(), why)
-        summary = summary_lines(
-            summarize(done, self.store.timeline(incident_id)), self.settings.lang
-        )
-        self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in summary))
+        if not summary:
+            self.chat.post_thread(done, f"resolved: {why}")
+            return done
+        told = summary_lines(summarize(done, self.store.timeline(incident_id)), self.settings.lang)
+        self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in told))
         return done
 
     # ---- decisions ------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from rich.console import Console
 
 from bot.app import load_ruleset
 from bot.chat.console import ConsoleChat
-from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.config import ActionPolicy, ApprovalPolicy, Remediation, ScheduleSettings, Settings
 from bot.model import Action, IncidentState, Signal
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
-from bot.schedule import Scheduler, ScheduleSettings
+from bot.schedule import Scheduler
 from bot.service import Service
 from bot.sim import faults
 from bot.sim.store import BY_KIND
@@ -222,3 +222,21 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     again.leading(True)
     assert again.jobs() == ["expire_requests", "leader_duties", "sweep"]
     again.leading(False)
+
+
+def test_a_better_story_for_the_same_node_supersedes_the_first(bot: Bot) -> None:
+    result = faults.inject(bot.server.store, "xid", "gpu-a2", datetime.now(UTC), code=79, gpu=3)
+    faults_seen = signals_from_payload(validate_payload(result.payload()), ["node"])
+    # First only the Kubernetes side is seen (a sweep): one GPU fewer allocatable.
+    [fewer] = [i for i in bot.service.process([]) if i.node == "gpu-a2"]
+    assert fewer.rule != "gpu-fell-off-bus"
+    # Then the Xid 79 alert, stored by the webhook, explains it.
+    bot.store.add_signals(faults_seen, datetime.now(UTC))
+    [fell] = [i for i in bot.service.process(faults_seen) if i.node == "gpu-a2"]
+    assert fell.rule == "gpu-fell-off-bus"
+    done = bot.store.incident(fewer.id)
+    assert done.state is IncidentState.RESOLVED
+    assert bot.store.timeline(fewer.id)[-1].text == (
+        f"superseded by incident {fell.id} (gpu-fell-off-bus)"
+    )
+    assert "Duration:" not in bot.said  # no summary for a superseded incident
