@@ -46,6 +46,8 @@ sim_app = typer.Typer(
     help="A simulated GPU cluster: the Kubernetes API kubectl trusts.", no_args_is_help=True
 )
 app.add_typer(sim_app, name="sim")
+db_app = typer.Typer(help="The store's schema.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -422,6 +424,19 @@ def approve(
         print(decision.reason)
     finally:
         store.close()
+
+
+@db_app.command("upgrade")
+@handles_bad_input
+def db_upgrade(
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Migrate the store to this gpubot's schema (back the database up first)."""
+    from bot.store.sql import migrate
+
+    before, after = migrate(store_url or _settings(config).store_url)
+    print(f"schema {before or 'none'} -> {after}")
 
 
 @sim_app.command("serve")

@@ -394,3 +394,23 @@ class TimelineEntry(_Frozen):
     kind: TimelineKind
     text: str
     data: dict[str, object] = Field(default_factory=dict)
+
+
+OutboxStatus = Literal["pending", "sent", "failed"]
+
+
+class OutboxItem(_Frozen):
+    """One outgoing chat call, kept until the chat accepted it (invariant 8)."""
+
+    id: int
+    key: str
+    group_key: str
+    method: str
+    """The chat API method, e.g. Slack's `chat.postMessage` or `chat.update`."""
+    payload: dict[str, object]
+    refers_to: str | None = None
+    status: OutboxStatus = "pending"
+    attempts: int = 0
+    next_attempt_at: datetime
+    last_error: str | None = None
+    result: dict[str, object] | None = None

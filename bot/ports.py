@@ -14,6 +14,7 @@ from bot.model import (
     Diagnosis,
     Incident,
     IncidentState,
+    OutboxItem,
     Signal,
     TimelineEntry,
     Vote,
@@ -217,3 +218,29 @@ class Chat(Protocol):
     def post_notice(self, text: str) -> None:
         """Something with no incident: an alert that names no node, a sweep's finding."""
         ...
+
+
+class Outbox(Protocol):
+    """The store's durable queue of outgoing chat calls (invariant 8)."""
+
+    def outbox_put(
+        self,
+        key: str,
+        group_key: str,
+        method: str,
+        payload: Mapping[str, object],
+        now: datetime,
+        refers_to: str | None = None,
+    ) -> OutboxItem: ...
+
+    def outbox_item(self, key: str) -> OutboxItem | None: ...
+
+    def outbox_due(self, now: datetime, limit: int = 50) -> list[OutboxItem]: ...
+
+    def outbox_sent(self, item_id: int, result: Mapping[str, object], now: datetime) -> bool: ...
+
+    def outbox_retry(
+        self, item_id: int, at: datetime, error: str, *, give_up: bool = False
+    ) -> None: ...
+
+    def outbox_pending(self) -> int: ...

@@ -29,6 +29,7 @@ from bot.model import (
     TimelineEntry,
     Vote,
 )
+from bot.store import schema
 from bot.store.sql import SqlStore
 from bot.store.tables import metadata
 from tests.stores import open_store, postgres_answers
@@ -305,3 +306,40 @@ def test_active_signals_are_the_firing_ones_not_resolved_since(store: SqlStore) 
     store.add_signals([again], T0 + timedelta(minutes=5))
     assert [s.fingerprint for s in store.active_signals()] == ["a", "c", "b"]
     store.ping()
+
+
+def test_the_outbox_keeps_each_message_once_and_in_order_per_group(store: SqlStore) -> None:
+    post = store.outbox_put("inc-1/post", "inc-1", "chat.postMessage", {"text": "a"}, T0)
+    again = store.outbox_put("inc-1/post", "inc-1", "chat.postMessage", {"text": "b"}, T0)
+    assert again.id == post.id and again.payload == {"text": "a"}
+    update = store.outbox_put(
+        "inc-1/update-1", "inc-1", "chat.update", {"text": "c"}, T0, refers_to="inc-1/post"
+    )
+    other = store.outbox_put("inc-2/post", "inc-2", "chat.postMessage", {"text": "d"}, T0)
+    # The update waits for its message; another incident's message does not.
+    assert [i.key for i in store.outbox_due(T0)] == ["inc-1/post", "inc-2/post"]
+
+    store.outbox_retry(post.id, T0 + timedelta(seconds=30), "ratelimited")
+    assert [i.key for i in store.outbox_due(T0 + timedelta(seconds=1))] == ["inc-2/post"]
+    assert store.outbox_sent(other.id, {"ts": "2.0"}, T0)
+    [due] = store.outbox_due(T0 + timedelta(seconds=30))
+    assert (due.key, due.attempts, due.last_error) == ("inc-1/post", 1, "ratelimited")
+    assert store.outbox_sent(post.id, {"channel": "C1", "ts": "1.0"}, T0)
+    assert not store.outbox_sent(post.id, {"ts": "9.9"}, T0)  # a second worker: no
+    assert [i.id for i in store.outbox_due(T0 + timedelta(seconds=30))] == [update.id]
+    sent = store.outbox_item("inc-1/post")
+    assert sent is not None and sent.result == {"channel": "C1", "ts": "1.0"}
+    assert store.outbox_pending() == 1
+    store.outbox_retry(update.id, T0, "channel_not_found", give_up=True)
+    assert store.outbox_pending() == 0 and store.outbox_due(T0 + timedelta(days=1)) == []
+
+
+def test_an_older_schema_is_refused_until_upgraded(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    engine = sa.create_engine(url)
+    schema.upgrade(engine, "0001")
+    with pytest.raises(StoreSchemaError, match=r"has schema 0001, this gpubot needs 0002: run "):
+        SqlStore.open(url)
+    schema.upgrade(engine)
+    engine.dispose()
+    SqlStore.open(url).close()

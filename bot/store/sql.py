@@ -25,6 +25,7 @@ from bot.model import (
     Diagnosis,
     Incident,
     IncidentState,
+    OutboxItem,
     Signal,
     TimelineEntry,
     TimelineKind,
@@ -32,7 +33,15 @@ from bot.model import (
 )
 from bot.ports import ExecutionOutcome
 from bot.store import schema
-from bot.store.tables import executions, incidents, requests, signals, timeline, votes
+from bot.store.tables import (
+    executions,
+    incidents,
+    outbox,
+    requests,
+    signals,
+    timeline,
+    votes,
+)
 
 GPUBOT = "gpubot"
 
@@ -463,6 +472,104 @@ class SqlStore:
             for r in rows
         ]
 
+    # ---- the chat outbox ------------------------------------------------------------------
+
+    def outbox_put(
+        self,
+        key: str,
+        group_key: str,
+        method: str,
+        payload: Mapping[str, object],
+        now: datetime,
+        refers_to: str | None = None,
+    ) -> OutboxItem:
+        """Queues one chat call; the same key twice is one call (the first)."""
+        try:
+            with self._tx() as tx:
+                tx.execute(
+                    outbox.insert().values(
+                        key=key,
+                        group_key=group_key,
+                        method=method,
+                        payload=dict(payload),
+                        refers_to=refers_to,
+                        status="pending",
+                        attempts=0,
+                        next_attempt_at=now,
+                        created_at=now,
+                    )
+                )
+        except IntegrityError:
+            pass
+        found = self.outbox_item(key)
+        assert found is not None
+        return found
+
+    def outbox_item(self, key: str) -> OutboxItem | None:
+        with self._tx() as tx:
+            row = tx.execute(sa.select(outbox).where(outbox.c.key == key)).first()
+        return None if row is None else _outbox_item(row)
+
+    def outbox_due(self, now: datetime, limit: int = 50) -> list[OutboxItem]:
+        """Pending calls whose time has come and that are first in their group: a later
+        message of a group waits for every earlier one, so updates never overtake."""
+        earlier = outbox.alias("earlier")
+        blocked = (
+            sa.select(earlier.c.id)
+            .where(
+                (earlier.c.group_key == outbox.c.group_key)
+                & (earlier.c.status == "pending")
+                & (earlier.c.id < outbox.c.id)
+            )
+            .exists()
+        )
+        query = (
+            sa.select(outbox)
+            .where((outbox.c.status == "pending") & (outbox.c.next_attempt_at <= now) & ~blocked)
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        with self._tx() as tx:
+            return [_outbox_item(r) for r in tx.execute(query)]
+
+    def outbox_sent(self, item_id: int, result: Mapping[str, object], now: datetime) -> bool:
+        """Marks a call delivered; False when it already was (another worker sent it)."""
+        with self._tx() as tx:
+            changed = tx.execute(
+                outbox.update()
+                .where((outbox.c.id == item_id) & (outbox.c.status == "pending"))
+                .values(
+                    status="sent", result=dict(result), sent_at=now, attempts=outbox.c.attempts + 1
+                )
+            ).rowcount
+        return changed == 1
+
+    def outbox_retry(
+        self, item_id: int, at: datetime, error: str, *, give_up: bool = False
+    ) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                outbox.update()
+                .where((outbox.c.id == item_id) & (outbox.c.status == "pending"))
+                .values(
+                    status="failed" if give_up else "pending",
+                    next_attempt_at=at,
+                    last_error=error[:2000],
+                    attempts=outbox.c.attempts + 1,
+                )
+            )
+
+    def outbox_pending(self) -> int:
+        with self._tx() as tx:
+            return int(
+                tx.scalar(
+                    sa.select(sa.func.count())
+                    .select_from(outbox)
+                    .where(outbox.c.status == "pending")
+                )
+                or 0
+            )
+
     # ---- requests, votes, executions -----------------------------------------------------
 
     def add_request(self, request: ActionRequest) -> None:
@@ -586,8 +693,38 @@ class SqlStore:
         return [self._execution(r) for r in rows]
 
 
+def _outbox_item(row: sa.Row[Any]) -> OutboxItem:
+    m = row._mapping
+    return OutboxItem(
+        id=m["id"],
+        key=m["key"],
+        group_key=m["group_key"],
+        method=m["method"],
+        payload=m["payload"],
+        refers_to=m["refers_to"],
+        status=m["status"],
+        attempts=m["attempts"],
+        next_attempt_at=m["next_attempt_at"],
+        last_error=m["last_error"],
+        result=m["result"],
+    )
+
+
 def _int_id(incident_id: str) -> int:
     try:
         return int(incident_id)
     except ValueError:
         raise NotFound(f"no incident {incident_id!r}: incident ids are numbers") from None
+
+
+def migrate(url: str) -> tuple[str | None, str]:
+    """`gpubot db upgrade`: (revision before, revision after)."""
+    engine = _create_engine(url, lock_timeout_s=30)
+    try:
+        before = schema.current(engine)
+        schema.upgrade(engine)
+        return before, schema.head()
+    except DBAPIError as exc:
+        raise StoreUnavailable(f"store {url}: {exc.orig or exc}") from exc
+    finally:
+        engine.dispose()

@@ -128,3 +128,25 @@ executions = sa.Table(
     sa.Column("outcome", sa.String(20), nullable=False),
     sa.Column("detail", sa.Text, nullable=False, server_default=""),
 )
+
+outbox = sa.Table(
+    "chat_outbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    # The sender's idempotency key: putting the same message twice keeps one.
+    sa.Column("key", sa.String(300), nullable=False, unique=True),
+    # Messages of one group go out one at a time, in id order: a message, its updates and
+    # its thread replies never overtake each other.
+    sa.Column("group_key", sa.String(300), nullable=False, index=True),
+    sa.Column("method", sa.String(50), nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+    # The key of the message this one updates or replies to: its ts comes from there.
+    sa.Column("refers_to", sa.String(300), nullable=True),
+    sa.Column("status", sa.String(10), nullable=False, index=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", UtcDateTime, nullable=False),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("result", sa.JSON, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("sent_at", UtcDateTime, nullable=True),
+)
