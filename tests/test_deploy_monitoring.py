@@ -55,9 +55,7 @@ XID_ALERT = "GPUXidError"
 """Not named in any rule: the evidence turns it into `xids` (its `xid` label), which the Xid
 rules read. test_every_expected_alert_reaches_the_intended_diagnosis proves that path."""
 
-NOT_IN_SIMULATOR = {
-    "DCGM_EXP_XID_ERRORS_COUNT": "the exporter's Xid count; the simulator serves only the gauge",
-}
+NOT_IN_SIMULATOR: dict[str, str] = {}
 """DCGM names the rules use that bot/sim/metrics.py does not serve yet. The test fails when
 the simulator gains one, so this list cannot go stale."""
 

@@ -18,9 +18,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.sim.faults import FaultError, inject
 from bot.sim.metrics import (
+    ALL_FIELDS,
     CONTENT_TYPE,
     FIELD_NAMES,
-    FIELDS,
+    XID_COUNT,
+    XID_WINDOW_MS,
     DcgmCollector,
     DcgmExporterServer,
     gpu_uuid,
@@ -39,6 +41,19 @@ FLIT = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
 REPLAY = "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"
 READINGS = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_USAGE")
 FM_STATUS = "DCGM_FI_DEV_FABRIC_MANAGER_STATUS"
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+COUNT = XID_COUNT.name
+WINDOW = {"window_size_in_ms": str(XID_WINDOW_MS)}
+
+
+class Clock:
+    """The exporter's wall clock, moved by hand."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
 @pytest.fixture
@@ -81,6 +96,20 @@ def values(family: Metric, **match: str) -> dict[tuple[str, int], float]:
     return found
 
 
+def xid_counts(families: dict[str, Metric], node: str = NODE) -> dict[int, dict[str, float]]:
+    """GPU -> `xid` label ("" for the series without one) -> DCGM_EXP_XID_ERRORS_COUNT."""
+    found: dict[int, dict[str, float]] = {}
+    for sample in families[COUNT].samples:
+        assert sample.name == COUNT
+        assert sample.labels["window_size_in_ms"].isdigit()
+        if sample.labels["Hostname"] == node:
+            by_code = found.setdefault(int(sample.labels["gpu"]), {})
+            code = sample.labels.get("xid", "")
+            assert code not in by_code
+            by_code[code] = float(sample.value)
+    return found
+
+
 def gpu_values(server: DcgmExporterServer, field: str, node: str = NODE) -> dict[int, float]:
     return {gpu: v for (_, gpu), v in values(scrape(server, node)[field]).items()}
 
@@ -90,13 +119,14 @@ def gpu_values(server: DcgmExporterServer, field: str, node: str = NODE) -> dict
 
 def test_every_field_with_dcgm_exporter_type_and_bare_name(server: DcgmExporterServer) -> None:
     _, _, text = fetch(server.node_url(NODE))
-    for field in FIELDS:
+    for field in ALL_FIELDS:
         assert f"# TYPE {field.name} {field.type}\n" in text
         assert f"# HELP {field.name} {field.help}\n" in text
     assert "_total " not in text and "_total{" not in text
     families = scrape(server, NODE)
-    assert set(families) == set(FIELD_NAMES)
+    assert set(families) == {*FIELD_NAMES, COUNT}
     assert families["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"
+    assert families[COUNT].type == "gauge"
     assert families["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"].type == "counter"
     assert families["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"].type == "counter"
     assert families["DCGM_FI_DEV_ROW_REMAP_FAILURE"].type == "gauge"
@@ -108,7 +138,9 @@ def test_labels_per_gpu_from_node_labels(server: DcgmExporterServer) -> None:
         samples = family.samples
         assert len(samples) == 8
         for sample in samples:
-            assert set(sample.labels) == LABELS
+            # The exporter's Xid count adds its window; an empty window has no `xid`.
+            extra = {"window_size_in_ms"} if family.name == COUNT else set()
+            assert set(sample.labels) == LABELS | extra
             index = int(sample.labels["gpu"])
             assert sample.labels["device"] == f"nvidia{index}"
             assert sample.labels["Hostname"] == NODE
@@ -172,14 +204,25 @@ def test_extra_node_label(store: Store) -> None:
     with running(store, node_label="kubernetes_node") as server:
         for family in scrape(server).values():
             for sample in family.samples:
-                assert set(sample.labels) == LABELS | {"kubernetes_node"}
+                extra = {"window_size_in_ms"} if family.name == COUNT else set()
+                assert set(sample.labels) == LABELS | {"kubernetes_node"} | extra
                 assert sample.labels["kubernetes_node"] == sample.labels["Hostname"]
     with running(store, node_label="Hostname") as server:
         sample = scrape(server, NODE)["DCGM_FI_DEV_GPU_TEMP"].samples[0]
         assert set(sample.labels) == LABELS
-    for bad in ("", "kubernetes-node", "0node", "DCGM_FI_DRIVER_VERSION"):
+    for bad in (
+        "",
+        "kubernetes-node",
+        "0node",
+        "DCGM_FI_DRIVER_VERSION",
+        "xid",
+        "window_size_in_ms",
+    ):
         with pytest.raises(ValueError):
             DcgmCollector(store, node_label=bad)
+    for window in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="xid_window_ms"):
+            DcgmCollector(store, xid_window_ms=window)  # type: ignore[arg-type]
 
 
 def test_each_server_has_its_own_registry(store: Store) -> None:
@@ -251,16 +294,106 @@ def test_nvlink_errors_count_up(store: Store, server: DcgmExporterServer) -> Non
     assert gpu_values(server, "DCGM_FI_DEV_XID_ERRORS")[4] == 0
 
 
-def test_gpu_that_fell_off_the_bus_has_no_series(store: Store, server: DcgmExporterServer) -> None:
+def test_gpu_that_fell_off_the_bus_keeps_only_its_xid_series(
+    store: Store, server: DcgmExporterServer
+) -> None:
+    """DCGM cannot read a lost GPU, so its device fields vanish; the driver's Xid events are
+    still recorded, so the gauge keeps saying 79 and the exporter's count counts it."""
     inject(store, "xid", NODE, NOW, code=79, gpu=6)
     for families in (scrape(server, NODE), scrape(server)):
         for name, family in families.items():
+            if name == COUNT:
+                continue
             gpus = {gpu for (host, gpu) in values(family) if host == NODE}
-            assert gpus == set(range(8)) - {6}, name
-        assert 79 not in values(families["DCGM_FI_DEV_XID_ERRORS"]).values()
-    # A reboot brings it back with a clean Xid gauge.
+            expected = set(range(8)) if name == XID_GAUGE else set(range(8)) - {6}
+            assert gpus == expected, name
+        assert values(families[XID_GAUGE])[(NODE, 6)] == 79
+        counts = xid_counts(families)
+        assert counts[6] == {"79": 1}
+        assert all(counts[gpu] == {"": 0} for gpu in range(8) if gpu != 6)
+    assert set(values(scrape(server)[XID_GAUGE], Hostname=OTHER).values()) == {0.0}
+    # The gauge and the count of the lost GPU carry the same labels but `xid` and the window,
+    # so the GPUXidError rule's `or` makes one alert of the two.
+    families = scrape(server, NODE)
+    (gauge,) = [s for s in families[XID_GAUGE].samples if s.labels["gpu"] == "6"]
+    (count,) = [s for s in families[COUNT].samples if s.labels["gpu"] == "6"]
+    assert count.labels == {**gauge.labels, **WINDOW, "xid": "79"}
+    assert set(gauge.labels) == LABELS
+    # A reboot brings it back with a clean Xid gauge and an empty window (DCGM restarted).
     inject(store, "reboot", NODE, NOW)
-    assert gpu_values(server, "DCGM_FI_DEV_XID_ERRORS") == dict.fromkeys(range(8), 0.0)
+    families = scrape(server, NODE)
+    assert gpu_values(server, XID_GAUGE) == dict.fromkeys(range(8), 0.0)
+    assert xid_counts(families) == {gpu: {"": 0} for gpu in range(8)}
+    assert {gpu for (_, gpu) in values(families["DCGM_FI_DEV_GPU_TEMP"])} == set(range(8))
+
+
+# ---- the exporter's Xid count ----------------------------------------------------------------
+
+
+def test_xid_count_is_zero_without_xids(server: DcgmExporterServer) -> None:
+    families = scrape(server)
+    for node in (NODE, OTHER):
+        assert xid_counts(families, node) == {gpu: {"": 0} for gpu in range(8)}
+    _, _, text = fetch(server.node_url(NODE))
+    lines = [line for line in text.splitlines() if line.startswith(COUNT + "{")]
+    assert len(lines) == 8
+    assert all('window_size_in_ms="300000"' in line and "xid=" not in line for line in lines)
+    assert all(line.endswith("} 0.0") for line in lines)
+
+
+def test_xid_count_counts_each_code_within_the_window(store: Store) -> None:
+    clock = Clock()
+    with running(store, xid_window_ms=60_000, clock=clock) as server:
+        assert xid_counts(scrape(server, NODE))[2] == {"": 0}
+        inject(store, "xid", NODE, NOW, code=13, gpu=2)
+        assert xid_counts(scrape(server, NODE))[2] == {"13": 1}
+        clock.now += 1
+        assert xid_counts(scrape(server))[2] == {"13": 1}  # seen again: not a new Xid
+        inject(store, "xid", NODE, NOW, code=31, gpu=2)
+        clock.now += 10
+        assert xid_counts(scrape(server, NODE))[2] == {"13": 1, "31": 1}
+        inject(store, "xid", NODE, NOW, code=13, gpu=2)
+        clock.now += 10
+        families = scrape(server, NODE)
+        assert xid_counts(families)[2] == {"13": 2, "31": 1}
+        assert gpu_values(server, XID_GAUGE)[2] == 13  # the gauge: the last one only
+        samples = [s for s in families[COUNT].samples if s.labels["gpu"] == "2"]
+        assert {s.labels["window_size_in_ms"] for s in samples} == {"60000"}
+        # The window slides: the first 13 (at t=0) leaves it after 60 s, the rest later.
+        clock.now = 1_800_000_000.0 + 60.5
+        assert xid_counts(scrape(server, NODE))[2] == {"13": 1, "31": 1}
+        clock.now += 60
+        assert xid_counts(scrape(server, NODE))[2] == {"": 0}
+        assert gpu_values(server, XID_GAUGE)[2] == 13  # the gauge does not forget
+        assert all(c == {"": 0} for gpu, c in xid_counts(scrape(server, NODE)).items() if gpu != 2)
+
+
+def test_xid_count_of_ecc_double_bit_errors(store: Store, server: DcgmExporterServer) -> None:
+    inject(store, "ecc-dbe", NODE, NOW, gpu=5)
+    families = scrape(server, NODE)
+    assert xid_counts(families)[5] == {"48": 1}
+    assert xid_counts(scrape(server, OTHER), OTHER)[5] == {"": 0}
+
+
+def test_xid_count_starts_over_after_a_reboot(store: Store) -> None:
+    clock = Clock()
+    with running(store, clock=clock) as server:
+        inject(store, "xid", NODE, NOW, code=13, gpu=0)
+        assert xid_counts(scrape(server, NODE))[0] == {"13": 1}
+        inject(store, "reboot", NODE, NOW)
+        clock.now += 1
+        assert xid_counts(scrape(server, NODE))[0] == {"": 0}
+        inject(store, "xid", NODE, NOW, code=13, gpu=0)
+        clock.now += 1
+        assert xid_counts(scrape(server, NODE))[0] == {"13": 1}
+
+
+def test_xid_count_only_of_nodes_whose_exporter_is_up(
+    store: Store, server: DcgmExporterServer
+) -> None:
+    inject(store, "not-ready", NODE, NOW)
+    hosts = {s.labels["Hostname"] for s in scrape(server)[COUNT].samples}
+    assert hosts == {OTHER}
 
 
 def test_fabric_manager_down_is_not_started(store: Store, server: DcgmExporterServer) -> None:

@@ -23,8 +23,9 @@ Metric names, types and labels are dcgm-exporter's (see docs DOMAIN.md):
 - Counters' increases are exact (`max_over_time - min_over_time`) unless the counter reset in
   the window (a reboot clears volatile ECC counts), where `increase()` takes over: the
   extrapolation of `increase()` alone would turn "+2" into "+2.3".
-- A GPU that fell off the bus (Xid 79) stops reporting altogether: it shows as `reporting =
-  False` with the time it was last seen.
+- A GPU that fell off the bus (Xid 79) stops reporting its device reads (temperature, power,
+  ECC) but keeps its Xid gauge at 79: it shows as `reporting = False` with the time it was
+  last seen, and Xid 79 among its codes.
 - Everything is grouped `by (gpu, UUID)`, so a MIG GPU's instances count once.
 """
 
@@ -65,8 +66,9 @@ ROWS_CORRECTABLE = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
 ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
 GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
-ALWAYS_ON = f"{GPU_TEMP}|{POWER}|{XID_GAUGE}"
-"""Fields dcgm-exporter serves by default: a GPU with none of them is not reporting."""
+ALWAYS_ON = f"{GPU_TEMP}|{POWER}"
+"""Device reads dcgm-exporter serves by default: a GPU with neither is not reporting. The Xid
+gauge is left out because a GPU that fell off the bus keeps it (Xids are driver events)."""
 
 DEFAULT_EXPORTER_JOB = ".*dcgm.*"
 MAX_WORKERS = 8

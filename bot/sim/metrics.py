@@ -16,8 +16,21 @@ Where the values come from:
 - Temperature and power: a steady baseline derived from node name and GPU index, unless
   `set_temperature` overrides it (thermal alert tests).
 - Faults: `bot.sim.faults.gpu_state` (last Xid, ECC, remapped rows, NVLink, Fabric Manager).
-  A GPU whose last Xid is 79 fell off the bus: DCGM cannot read it, and dcgm-exporter skips
-  blank values, so it has no series at all until a reboot brings it back.
+  A GPU whose last Xid is 79 fell off the bus: DCGM can no longer read the device, and
+  dcgm-exporter skips blank values, so its device-read fields (temperatures, power, ECC,
+  NVLink, remapped rows, Fabric Manager) vanish. Xids are different: the driver reports them
+  as events, which DCGM records whatever state the device is in, so `DCGM_FI_DEV_XID_ERRORS`
+  keeps reading 79 for that GPU (and `DCGM_EXP_XID_ERRORS_COUNT` counts it) until a reboot
+  brings the GPU back with a clean gauge.
+- `DCGM_EXP_XID_ERRORS_COUNT` (dcgm-exporter's `xidCollector`, a gauge): per GPU, how often
+  each Xid occurred within the exporter's window (`--xid-count-window-size`, default 5 min),
+  one series per code with labels `xid` and `window_size_in_ms`; a GPU without Xids in the
+  window has one series valued 0 with `window_size_in_ms` and no `xid`. The faults keep only
+  each GPU's last Xid, so the simulator logs an Xid event when a scrape first sees a GPU's
+  last Xid change to a non-zero code, on the exporter's clock (two Xids injected between two
+  scrapes count as the later one; the same code twice in a row counts once). The log of a
+  node starts over when its boot id changes: a reboot restarts DCGM, whose window then holds
+  nothing older.
 - Exporter health: a node whose `nvidia-dcgm-exporter` pod exists but is not Running and
   Ready (crashed, or marked Ready=False because the node went NotReady) answers 503, which
   Prometheus records as `up == 0`; `/metrics` leaves such nodes out.
@@ -34,10 +47,12 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 import weakref
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -58,6 +73,13 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"
 XID_FELL_OFF_BUS = 79
 XID_ROW_REMAP_FAILURE = 64
+XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
+XID_WINDOW_MS = 5 * 60 * 1000
+"""dcgm-exporter's `--xid-count-window-size` default (milliseconds)."""
+WINDOW_LABEL = "window_size_in_ms"
+XID_LABEL = "xid"
+_XID_LOG_LIMIT = 1000
+"""Xid events kept per GPU: enough for any window a test uses, bounded for a long demo."""
 
 FM_STATUS_NOT_STARTED = 1
 FM_STATUS_SUCCESS = 3
@@ -140,6 +162,17 @@ FIELDS: tuple[Field, ...] = (
     ),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
+"""The per-GPU fields: one series per GPU each."""
+
+XID_COUNT = Field(
+    "DCGM_EXP_XID_ERRORS_COUNT",
+    "gauge",
+    "Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+)
+"""dcgm-exporter's own Xid count (`xidCollector`): one series per GPU and Xid code."""
+ALL_FIELDS = (*FIELDS, XID_COUNT)
+READABLE_WHEN_LOST = frozenset({XID_GAUGE})
+"""What a GPU that fell off the bus still reports: the driver's Xid events, not device reads."""
 
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
@@ -213,6 +246,66 @@ def _temperature_overrides(store: Store) -> dict[tuple[str, int], float]:
         return dict(_TEMPERATURES.get(store, {}))
 
 
+# ---- Xid events, as DCGM records them -------------------------------------------------------
+
+
+@dataclass
+class _XidLog:
+    """One store's Xid events per (node, GPU), as the scrapes saw them happen."""
+
+    boot: dict[str, str] = field(default_factory=dict)
+    """node -> the boot id the node's events belong to."""
+    last: dict[tuple[str, int], int] = field(default_factory=dict)
+    """(node, GPU) -> the last Xid a scrape saw."""
+    events: dict[tuple[str, int], deque[tuple[float, int]]] = field(default_factory=dict)
+    """(node, GPU) -> (seconds since the epoch, Xid code), oldest first."""
+
+
+_XID_LOGS: weakref.WeakKeyDictionary[Store, _XidLog] = weakref.WeakKeyDictionary()
+_XID_LOGS_LOCK = threading.Lock()
+
+
+def _boot_id(node: Json) -> str:
+    return str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or "")
+
+
+def observe_xids(
+    store: Store,
+    node: Json,
+    gpus: Mapping[int, Mapping[str, Any]],
+    now: float,
+    window_ms: int,
+) -> dict[int, dict[int, int]]:
+    """Log the Xids of `node` that changed since the last scrape (at `now`, seconds since the
+    epoch) and return, per GPU index of the node, Xid code -> occurrences within the last
+    `window_ms` (an empty dict: none). A new boot id clears the node's log first."""
+    name = name_of(node)
+    boot = _boot_id(node)
+    since = now - window_ms / 1000
+    counts: dict[int, dict[int, int]] = {}
+    with _XID_LOGS_LOCK:
+        log = _XID_LOGS.setdefault(store, _XidLog())
+        if log.boot.get(name) != boot:
+            log.boot[name] = boot
+            for key in [k for k in (*log.last, *log.events) if k[0] == name]:
+                log.last.pop(key, None)
+                log.events.pop(key, None)
+        for index in range(gpu_count(node)):
+            key = (name, index)
+            xid = int(gpus.get(index, {}).get("xid", 0))
+            if xid != log.last.get(key, 0):
+                log.last[key] = xid
+                if xid:
+                    events = log.events.setdefault(key, deque(maxlen=_XID_LOG_LIMIT))
+                    events.append((now, xid))
+            in_window: dict[int, int] = {}
+            for at, code in log.events.get(key, ()):
+                if since < at <= now:
+                    in_window[code] = in_window.get(code, 0) + 1
+            counts[index] = in_window
+    return counts
+
+
 # ---- one GPU's identity and readings --------------------------------------------------------
 
 
@@ -253,10 +346,14 @@ def _baseline(node: str, index: int) -> tuple[float, float, float]:
 
 @dataclass(frozen=True)
 class GpuSeries:
-    """One GPU's labels and one value per DCGM field, as dcgm-exporter would serve them."""
+    """One GPU's labels and its values, as dcgm-exporter would serve them: one per DCGM
+    field it can read (`FIELDS`; a GPU that fell off the bus has only the Xid gauge), and
+    the Xid counts of the exporter's window (`DCGM_EXP_XID_ERRORS_COUNT`)."""
 
     labels: dict[str, str]
     values: dict[str, float]
+    xid_counts: dict[int, int] = field(default_factory=dict)
+    """Xid code -> occurrences within the window; empty: none (the 0-valued series)."""
 
 
 def node_series(
@@ -264,8 +361,10 @@ def node_series(
     gpus: Mapping[int, Mapping[str, Any]],
     temperatures: Mapping[tuple[str, int], float],
     node_label: str | None = None,
+    xid_counts: Mapping[int, Mapping[int, int]] | None = None,
 ) -> list[GpuSeries]:
-    """The series of every readable GPU of `node`; `gpus` is `gpu_state(store)[node]`."""
+    """The series of every GPU of `node`; `gpus` is `gpu_state(store)[node]`, `xid_counts`
+    what `observe_xids` returned for it (None: no Xid in the window)."""
     name = name_of(node)
     labels = labels_of(node)
     model = model_name(labels.get("nvidia.com/gpu.product", ""))
@@ -274,8 +373,6 @@ def node_series(
     for index in range(gpu_count(node)):
         state = gpus.get(index, {})
         xid = int(state.get("xid", 0))
-        if xid == XID_FELL_OFF_BUS:
-            continue
         gpu_temp, memory_temp, power = _baseline(name, index)
         gpu_labels = {
             "gpu": str(index),
@@ -288,13 +385,13 @@ def node_series(
         }
         if node_label:
             gpu_labels[node_label] = name
-        values = {field: float(state.get(key, 0)) for field, key in _STATE_FIELDS.items()}
+        values = {metric: float(state.get(key, 0)) for metric, key in _STATE_FIELDS.items()}
         values.update(
             {
                 "DCGM_FI_DEV_GPU_TEMP": temperatures.get((name, index), gpu_temp),
                 "DCGM_FI_DEV_MEMORY_TEMP": memory_temp,
                 "DCGM_FI_DEV_POWER_USAGE": power,
-                "DCGM_FI_DEV_XID_ERRORS": float(xid),
+                XID_GAUGE: float(xid),
                 "DCGM_FI_DEV_ROW_REMAP_FAILURE": float(
                     bool(state.get("row_remap_failure")) or xid == XID_ROW_REMAP_FAILURE
                 ),
@@ -305,7 +402,10 @@ def node_series(
                 ),
             }
         )
-        series.append(GpuSeries(gpu_labels, values))
+        if xid == XID_FELL_OFF_BUS:
+            values = {k: v for k, v in values.items() if k in READABLE_WHEN_LOST}
+        counts = dict((xid_counts or {}).get(index, {}))
+        series.append(GpuSeries(gpu_labels, values, counts))
     return series
 
 
@@ -340,21 +440,38 @@ class DcgmCollector(Collector):
         *,
         node_label: str | None = None,
         nodes: Collection[str] | None = None,
+        xid_window_ms: int = XID_WINDOW_MS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if node_label is not None and (
-            not _LABEL_NAME.match(node_label) or node_label == DRIVER_LABEL
+            not _LABEL_NAME.match(node_label)
+            or node_label in (DRIVER_LABEL, WINDOW_LABEL, XID_LABEL)
         ):
             raise ValueError(f"node_label must be a Prometheus label name, not {node_label!r}")
+        if (
+            not isinstance(xid_window_ms, int)
+            or isinstance(xid_window_ms, bool)
+            or xid_window_ms < 1
+        ):
+            raise ValueError(f"xid_window_ms must be a positive integer, not {xid_window_ms!r}")
         self.store = store
         self.node_label = None if node_label in GPU_LABELS else node_label
         self.nodes = None if nodes is None else frozenset(nodes)
+        self.xid_window_ms = xid_window_ms
+        self.clock = clock
 
     def only(self, node: str) -> DcgmCollector:
         """The same collector limited to one node: what that node's exporter serves."""
-        return DcgmCollector(self.store, node_label=self.node_label, nodes=[node])
+        return DcgmCollector(
+            self.store,
+            node_label=self.node_label,
+            nodes=[node],
+            xid_window_ms=self.xid_window_ms,
+            clock=self.clock,
+        )
 
     def describe(self) -> Iterable[Metric]:
-        return [Metric(f.name, f.help, f.type) for f in FIELDS]
+        return [Metric(f.name, f.help, f.type) for f in ALL_FIELDS]
 
     def series(self) -> Iterator[GpuSeries]:
         if self.nodes is not None and len(self.nodes) == 1:
@@ -371,6 +488,7 @@ class DcgmCollector(Collector):
         # the iteration; the per-GPU dicts are copied the same way.
         state = dict(gpu_state(self.store))
         temperatures = _temperature_overrides(self.store)
+        now = self.clock()
         for node in nodes:
             name = name_of(node)
             if self.nodes is not None and name not in self.nodes:
@@ -378,13 +496,21 @@ class DcgmCollector(Collector):
             if not exporter_up(pods.get(name, [])):
                 continue
             gpus = {index: dict(gpu) for index, gpu in dict(state.get(name, {})).items()}
-            yield from node_series(node, gpus, temperatures, self.node_label)
+            counts = observe_xids(self.store, node, gpus, now, self.xid_window_ms)
+            yield from node_series(node, gpus, temperatures, self.node_label, counts)
 
     def collect(self) -> Iterable[Metric]:
-        families = {f.name: Metric(f.name, f.help, f.type) for f in FIELDS}
+        families = {f.name: Metric(f.name, f.help, f.type) for f in ALL_FIELDS}
+        window = {WINDOW_LABEL: str(self.xid_window_ms)}
+        count_family = families[XID_COUNT.name]
         for gpu in self.series():
-            for name, family in families.items():
-                family.add_sample(name, gpu.labels, gpu.values[name])
+            for name, value in gpu.values.items():
+                families[name].add_sample(name, gpu.labels, value)
+            if not gpu.xid_counts:
+                count_family.add_sample(XID_COUNT.name, {**gpu.labels, **window}, 0)
+            for code, count in sorted(gpu.xid_counts.items()):
+                labels = {**gpu.labels, **window, XID_LABEL: str(code)}
+                count_family.add_sample(XID_COUNT.name, labels, count)
         return [family for family in families.values() if family.samples]
 
 
@@ -392,11 +518,11 @@ def render(collector: Collector) -> bytes:
     """The exposition text, with counter families under their bare names as dcgm-exporter
     writes them (see the module docstring)."""
     text = generate_latest(collector)
-    for field in FIELDS:
-        if field.type == "counter":
+    for spec in ALL_FIELDS:
+        if spec.type == "counter":
             for kind in (b"HELP", b"TYPE"):
-                wrong = b"# %s %s_total " % (kind, field.name.encode())
-                text = text.replace(wrong, b"# %s %s " % (kind, field.name.encode()))
+                wrong = b"# %s %s_total " % (kind, spec.name.encode())
+                text = text.replace(wrong, b"# %s %s " % (kind, spec.name.encode()))
     return text
 
 
@@ -407,9 +533,19 @@ class DcgmExporterServer:
     """`GET /metrics/<node>`: that node's dcgm-exporter (404 for an unknown or GPU-less node,
     503 while its exporter pod is not ready); `GET /metrics`: every node at once."""
 
-    def __init__(self, store: Store, port: int = 0, *, node_label: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        port: int = 0,
+        *,
+        node_label: str | None = None,
+        xid_window_ms: int = XID_WINDOW_MS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
-        self.collector = DcgmCollector(store, node_label=node_label)
+        self.collector = DcgmCollector(
+            store, node_label=node_label, xid_window_ms=xid_window_ms, clock=clock
+        )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         server = self
@@ -485,7 +621,15 @@ def _text(code: int, message: str) -> tuple[int, bytes, str]:
 
 
 @contextmanager
-def running(store: Store, *, node_label: str | None = None) -> Iterator[DcgmExporterServer]:
+def running(
+    store: Store,
+    *,
+    node_label: str | None = None,
+    xid_window_ms: int = XID_WINDOW_MS,
+    clock: Callable[[], float] = time.time,
+) -> Iterator[DcgmExporterServer]:
     """A started DcgmExporterServer on a free port, stopped on exit."""
-    with DcgmExporterServer(store, node_label=node_label) as server:
+    with DcgmExporterServer(
+        store, node_label=node_label, xid_window_ms=xid_window_ms, clock=clock
+    ) as server:
         yield server
