@@ -1,0 +1,414 @@
+"""The HTTP service of `gpubot serve`: Alertmanager's webhook, health, readiness, metrics.
+
+Alertmanager retries a webhook on 5xx and never on 4xx, so the status code is the contract:
+- 200 only after every signal of the payload is in the store (invariant 8). The pipeline
+  hears of the new ones afterwards, through `on_signals`; a failure there is logged and
+  counted, never turned into a 5xx for an alert that is already stored.
+- 503 when the store could not take them (down, locked): Alertmanager sends them again.
+- 4xx for bad input (no or wrong credentials, too large, not JSON, wrong shape, text the
+  store cannot hold), and then nothing is stored (invariant 7). Bad input never gets a 5xx.
+- 500 only for a bug, always logged: the alert is not acknowledged, so it is not lost either.
+
+What this module must never do: answer before storing, read an unbounded body, compare
+credentials with `==`, or run a database call on the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from bot.config import Settings
+from bot.errors import InputError, StoreUnavailable
+from bot.model import Signal
+from bot.ports import Store
+from bot.sources.alertmanager import (
+    WebhookPayload,
+    node_from_labels,
+    signals_from_payload,
+    validate_payload,
+)
+
+log = logging.getLogger(__name__)
+
+MiB = 1 << 20
+
+# What the store's columns hold (bot/store/tables.py, `signals`): PostgreSQL refuses longer
+# text, NUL characters and lone surrogates with an error that would otherwise be a 500.
+MAX_NAME = 200
+MAX_FINGERPRINT = 200
+MAX_NODE = 253
+MAX_INT32 = 2**31 - 1
+# An error message echoes a field path; a path may hold a label key of any length.
+MAX_ERROR_TEXT = 500
+
+
+def _default_node_labels() -> list[str]:
+    default = Settings.model_fields["node_labels"].default
+    return list(default)
+
+
+Token = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Password = Annotated[str, StringConstraints(min_length=1)]
+
+
+class WebSettings(BaseModel):
+    """What `build_app` needs from the configuration. Credentials are never shown in a repr."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bearer_token: Token | None = Field(default=None, repr=False)
+    """`Authorization: Bearer <token>`, as Alertmanager's `http_config.authorization` sends it
+    (surrounding whitespace dropped, as Alertmanager drops it from a `credentials_file`)."""
+    basic_auth: dict[str, Password] = Field(default_factory=dict, repr=False)
+    """User → password, as Alertmanager's `http_config.basic_auth` sends them."""
+    max_body_bytes: int = Field(default=MiB, gt=0)
+    node_labels: list[str] = Field(default_factory=_default_node_labels)
+    """Alert labels that name the node (`bot.config.Settings.node_labels`)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **values: Any) -> WebSettings:
+        return cls(node_labels=list(settings.node_labels), **values)
+
+
+class WebMetrics:
+    """gpubot's own metrics, on one registry per app (tests build many apps). The webhook
+    drives the first group; the pipeline drives the rest through this object
+    (`app.state.metrics`)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.signals_received = Counter(
+            "gpubot_signals_received_total",
+            "Signals accepted and stored (or recognised as already stored), by source.",
+            ["source"],
+            registry=r,
+        )
+        self.signals_duplicate = Counter(
+            "gpubot_signals_duplicate_total",
+            "Signals received again (retries, repeat_interval, replicas): stored once.",
+            ["source"],
+            registry=r,
+        )
+        self.webhook_requests = Counter(
+            "gpubot_webhook_requests_total",
+            "Alertmanager webhook requests, by HTTP status answered.",
+            ["code"],
+            registry=r,
+        )
+        self.webhook_auth_failures = Counter(
+            "gpubot_webhook_auth_failures_total",
+            "Webhook requests with missing or wrong credentials (answered 401).",
+            registry=r,
+        )
+        self.alerts_truncated = Counter(
+            "gpubot_alerts_truncated_total",
+            "Alerts Alertmanager left out of accepted payloads (truncatedAlerts), per delivery.",
+            registry=r,
+        )
+        self.signal_handler_errors = Counter(
+            "gpubot_signal_handler_errors_total",
+            "Stored signals whose hand-over to the pipeline (on_signals) raised.",
+            registry=r,
+        )
+        self.webhook_duration = Histogram(
+            "gpubot_webhook_duration_seconds",
+            "Time to answer an Alertmanager webhook request, storing included.",
+            registry=r,
+        )
+        self.incidents_open = Gauge(
+            "gpubot_incidents_open", "Incidents not yet resolved.", registry=r
+        )
+        self.diagnoses_posted = Counter(
+            "gpubot_diagnoses_posted_total", "Diagnoses handed to the chat.", registry=r
+        )
+        self.actions = Counter(
+            "gpubot_actions_total",
+            "Remediation actions, by action and outcome.",
+            ["action", "outcome"],
+            registry=r,
+        )
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def build_app(
+    store: Store,
+    settings: WebSettings,
+    on_signals: Callable[[list[Signal]], None],
+    ready: Callable[[], bool] = lambda: True,
+    registry: CollectorRegistry | None = None,
+    *,
+    metrics: WebMetrics | None = None,
+    clock: Callable[[], datetime] = _utcnow,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The ASGI app of `gpubot serve`.
+
+    `on_signals` gets the signals that were new to the store, after they are stored, on the
+    event loop's thread: it must not block (enqueue and return). `ready` says whether the
+    rest of the process is up (for `/readyz`). Metrics go to `metrics` when given (the lead
+    builds one to share with the pipeline), else to a new `WebMetrics` on `registry` (a
+    fresh registry when None); either way `app.state.metrics` is the one in use.
+    `extra_routes` carry their own authentication (Slack's `/slack/events` is signed), not the
+    webhook's credentials.
+
+    Raises `InputError` when no credentials are configured: the webhook never runs open.
+    """
+    if settings.bearer_token is None and not settings.basic_auth:
+        raise InputError(
+            "web settings",
+            "no webhook credentials: set a bearer token or basic-auth users "
+            "(the webhook never accepts unauthenticated requests)",
+        )
+    if metrics is None:
+        metrics = WebMetrics(registry)
+    elif registry is not None and registry is not metrics.registry:
+        raise ValueError("pass either metrics or registry, or metrics on that registry")
+    webhook = _Webhook(store, settings, on_signals, metrics, clock)
+
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse({"alive": True})
+
+    async def readyz(_request: Request) -> Response:
+        try:
+            up = ready()
+        except Exception:
+            log.exception("the readiness callback raised")
+            up = False
+        if not up:
+            return JSONResponse({"ready": False, "reason": "not ready"}, status_code=503)
+        try:
+            await run_in_threadpool(store.ping)
+        except StoreUnavailable as exc:
+            return JSONResponse({"ready": False, "reason": str(exc)}, status_code=503)
+        except Exception:
+            log.exception("the store's readiness probe failed")
+            return JSONResponse({"ready": False, "reason": "store probe failed"}, status_code=503)
+        return JSONResponse({"ready": True})
+
+    async def metrics_endpoint(_request: Request) -> Response:
+        body = generate_latest(webhook.metrics.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    app = Starlette(
+        routes=[
+            Route("/alertmanager", webhook.handle, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            *extra_routes,
+        ]
+    )
+    app.state.metrics = metrics
+    return app
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    if len(message) > MAX_ERROR_TEXT:
+        message = message[:MAX_ERROR_TEXT] + "…"
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class _Webhook:
+    def __init__(
+        self,
+        store: Store,
+        settings: WebSettings,
+        on_signals: Callable[[list[Signal]], None],
+        metrics: WebMetrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.store = store
+        self.on_signals = on_signals
+        self.metrics = metrics
+        self.clock = clock
+        self.max_body = settings.max_body_bytes
+        self.node_labels = list(settings.node_labels)
+        self.token = None if settings.bearer_token is None else settings.bearer_token.encode()
+        self.users = {user: pw.encode() for user, pw in settings.basic_auth.items()}
+        challenges = []
+        if self.token is not None:
+            challenges.append('Bearer realm="gpubot"')
+        if self.users:
+            challenges.append('Basic realm="gpubot", charset="UTF-8"')
+        self.challenge = ", ".join(challenges)
+
+    async def handle(self, request: Request) -> Response:
+        started = time.perf_counter()
+        try:
+            response = await self._handle(request)
+        except Exception:
+            # A bug: not acknowledged, so Alertmanager sends it again; logged to be fixed.
+            log.exception("webhook request failed")
+            response = _error(500, "internal error: the alerts were not stored")
+        self.metrics.webhook_requests.labels(code=str(response.status_code)).inc()
+        self.metrics.webhook_duration.observe(time.perf_counter() - started)
+        return response
+
+    async def _handle(self, request: Request) -> Response:
+        if not self._authorized(request.headers.get("authorization")):
+            self.metrics.webhook_auth_failures.inc()
+            return _error(401, "missing or wrong credentials", {"WWW-Authenticate": self.challenge})
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            if not (declared.isascii() and declared.strip().isdigit()):
+                return _error(400, "Content-Length is not a number")
+            if int(declared) > self.max_body:
+                return self._too_large()
+        try:
+            body = await self._read(request, self.max_body)
+        except ClientDisconnect:
+            return _error(400, "the client went away before sending the whole body")
+        if body is None:
+            return self._too_large()
+
+        try:
+            signals, truncated = await run_in_threadpool(self._parse, body)
+        except InputError as exc:
+            return _error(400, str(exc))
+
+        try:
+            fresh = await run_in_threadpool(self.store.add_signals, signals, self.clock())
+        except StoreUnavailable as exc:
+            log.warning("webhook: store unavailable, answering 503 for a retry: %s", exc)
+            return _error(503, f"store unavailable, retry: {exc}", {"Retry-After": "5"})
+
+        new = [signal for signal, is_new in zip(signals, fresh, strict=True) if is_new]
+        duplicates = len(signals) - len(new)
+        self.metrics.signals_received.labels(source="alertmanager").inc(len(signals))
+        if duplicates:
+            self.metrics.signals_duplicate.labels(source="alertmanager").inc(duplicates)
+        if truncated:
+            self.metrics.alerts_truncated.inc(truncated)
+            log.warning("webhook: Alertmanager left out %d alerts of a group", truncated)
+        if new:
+            try:
+                self.on_signals(new)
+            except Exception:
+                # Stored is stored: the pipeline's sweep picks these up; the sender need not.
+                self.metrics.signal_handler_errors.inc(len(new))
+                log.exception("webhook: on_signals raised for %d stored signals", len(new))
+        return JSONResponse(
+            {"stored": len(new), "duplicates": duplicates, "truncated_alerts": truncated}
+        )
+
+    def _too_large(self) -> Response:
+        return _error(413, f"body larger than {self.max_body} bytes")
+
+    def _authorized(self, header: str | None) -> bool:
+        if not header:
+            return False
+        scheme, _, credentials = header.strip().partition(" ")
+        scheme = scheme.lower()
+        credentials = credentials.strip()
+        if scheme == "bearer" and self.token is not None:
+            return hmac.compare_digest(credentials.encode(), self.token)
+        if scheme == "basic" and self.users:
+            try:
+                decoded = base64.b64decode(credentials, validate=True).decode()
+            except ValueError:  # binascii.Error, UnicodeDecodeError, non-ASCII text
+                return False
+            user, sep, password = decoded.partition(":")
+            expected = self.users.get(user)
+            # Compare even for an unknown user, so the timing does not tell who exists.
+            same = hmac.compare_digest(
+                password.encode(), b"\0" * 32 if expected is None else expected
+            )
+            return bool(sep) and expected is not None and same
+        return False
+
+    @staticmethod
+    async def _read(request: Request, limit: int) -> bytes | None:
+        """The body, or None as soon as it grows past `limit` (a chunked request has no
+        Content-Length to check up front)."""
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _parse(self, body: bytes) -> tuple[list[Signal], int]:
+        if not body.strip():
+            raise InputError("body", "empty: expected an Alertmanager webhook payload (JSON)")
+        try:
+            raw = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise InputError("body", f"not JSON: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise InputError(
+                "body", f"expected a JSON object (webhook payload v4), got {type(raw).__name__}"
+            )
+        payload = validate_payload(raw)
+        _check_storable(payload, self.node_labels)
+        return signals_from_payload(payload, self.node_labels), payload.truncatedAlerts
+
+
+def _check_text(where: str, text: str) -> None:
+    if "\0" in text:
+        raise InputError("payload", f"field {where}: contains a NUL character")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InputError("payload", f"field {where}: not valid Unicode ({exc.reason})") from exc
+
+
+def _check_storable(payload: WebhookPayload, node_labels: list[str]) -> None:
+    """Text and numbers the store can hold, or an `InputError` naming the field: a valid
+    payload must not meet its first refusal in the database (that would be a 5xx)."""
+    if not 0 <= payload.truncatedAlerts <= MAX_INT32:
+        raise InputError("payload", f"field truncatedAlerts: must be 0 to {MAX_INT32}")
+    _check_text("groupKey", payload.groupKey)
+    for index, alert in enumerate(payload.alerts):
+        at = f"alerts.{index}"
+        for field, mapping in (("labels", alert.labels), ("annotations", alert.annotations)):
+            for key, value in mapping.items():
+                _check_text(f"{at}.{field} (a key)", key)
+                _check_text(f"{at}.{field}.{_short(key)}", value)
+        _check_text(f"{at}.fingerprint", alert.fingerprint)
+        if len(alert.fingerprint) > MAX_FINGERPRINT:
+            raise InputError(
+                "payload", f"field {at}.fingerprint: longer than {MAX_FINGERPRINT} characters"
+            )
+        if len(alert.labels.get("alertname", "")) > MAX_NAME:
+            raise InputError(
+                "payload", f"field {at}.labels.alertname: longer than {MAX_NAME} characters"
+            )
+        node = node_from_labels(alert.labels, node_labels)
+        if node is not None and len(node) > MAX_NODE:
+            raise InputError(
+                "payload",
+                f"field {at}.labels: the node name {_short(node)!r} is longer than "
+                f"{MAX_NODE} characters",
+            )
