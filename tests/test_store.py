@@ -213,6 +213,67 @@ def test_an_approval_is_claimed_for_execution_exactly_once_under_a_race(store: S
     assert not store.claim_execution("r1", "after-restart", T0 + timedelta(minutes=1))
 
 
+def test_a_stale_execution_is_taken_over_by_exactly_one_and_a_live_one_by_none(
+    store: SqlStore,
+) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.add_request(request_for(incident.id))
+    assert store.claim_execution("r1", "replica-0", T0)
+    later = T0 + timedelta(seconds=30)
+    assert store.beat("r1", "replica-0", later)
+    assert not store.beat("r1", "replica-1", later)  # only the owner beats
+    # Alive: the heartbeat is newer than the cut-off.
+    assert not store.take_over_execution("r1", "replica-1", later, T0 + timedelta(seconds=10))
+    # Dead: eight replicas race for it, one wins.
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+    cutoff = T0 + timedelta(minutes=5)
+
+    def take(who: int) -> None:
+        barrier.wait()
+        results.append(store.take_over_execution("r1", f"new-{who}", cutoff, cutoff))
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    [owner] = store.unfinished_executions()
+    assert owner.executor.startswith("new-") and owner.heartbeat_at == cutoff
+    assert not store.beat("r1", "replica-0", cutoff)  # the old owner learns it lost it
+    store.finish_execution("r1", "succeeded", "drained", cutoff)
+    assert not store.take_over_execution("r1", owner.executor, cutoff, cutoff + timedelta(days=1))
+
+
+def test_the_same_alert_stored_by_two_replicas_at_once_is_one_signal(store: SqlStore) -> None:
+    """Two replicas take one Alertmanager delivery at the same moment: one stores it, the
+    other is told it was known, and neither fails."""
+    signal = Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        status="firing",
+        node="gpu-a1",
+        fingerprint="f00d",
+        starts_at=T0,
+        labels={"xid": "79"},
+    )
+    results: list[list[bool]] = []
+    barrier = threading.Barrier(6)
+
+    def deliver() -> None:
+        barrier.wait()
+        results.append(store.add_signals([signal], T0))
+
+    threads = [threading.Thread(target=deliver) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [[False]] * 5 + [[True]]
+    assert len(store.signals("gpu-a1")) == 1
+
+
 def test_two_replicas_diagnosing_the_same_alert_share_one_incident(store: SqlStore) -> None:
     ids: list[str] = []
     barrier = threading.Barrier(6)
@@ -338,7 +399,8 @@ def test_an_older_schema_is_refused_until_upgraded(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'gpubot.db'}"
     engine = sa.create_engine(url)
     schema.upgrade(engine, "0001")
-    with pytest.raises(StoreSchemaError, match=r"has schema 0001, this gpubot needs 0002: run "):
+    needs = rf"has schema 0001, this gpubot needs {schema.head()}: run "
+    with pytest.raises(StoreSchemaError, match=needs):
         SqlStore.open(url)
     schema.upgrade(engine)
     engine.dispose()

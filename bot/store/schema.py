@@ -11,7 +11,8 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from bot.errors import StoreSchemaError
 
@@ -35,11 +36,28 @@ def current(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+MIGRATION_LOCK = 0x67707562  # "gpub": the PostgreSQL advisory lock all replicas agree on
+
+
 def upgrade(engine: Engine, target: str = "head") -> None:
+    """Migrate in one transaction. On PostgreSQL an advisory lock makes replicas that start
+    together take turns, and the one that waited finds the schema current and does nothing."""
     config = alembic_config()
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = connection
         command.upgrade(config, target)
+
+
+def _upgrade_empty(engine: Engine) -> None:
+    try:
+        upgrade(engine)
+    except DBAPIError:
+        # Another process created the schema between our look and our CREATE (SQLite has no
+        # advisory lock): fine when what it made is ours.
+        if current(engine) != head():
+            raise
 
 
 def ensure_current(engine: Engine, url_for_humans: str) -> None:
@@ -51,7 +69,7 @@ def ensure_current(engine: Engine, url_for_humans: str) -> None:
                 f"the database at {url_for_humans} has tables but no gpubot schema version: "
                 "is it another application's database? Point GPUBOT_STORE_URL elsewhere"
             )
-        upgrade(engine)
+        _upgrade_empty(engine)
         return
     ours = head()
     if revision == ours:

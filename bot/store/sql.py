@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
@@ -46,6 +47,10 @@ from bot.store.tables import (
 GPUBOT = "gpubot"
 
 
+_INSERT_CHUNK = 200
+"""Rows per multi-row INSERT: well under SQLite's limit of bound parameters per statement."""
+
+
 @dataclass(frozen=True)
 class ExecutionRecord:
     request_id: str
@@ -54,6 +59,7 @@ class ExecutionRecord:
     finished_at: datetime | None
     outcome: ExecutionOutcome
     detail: str
+    heartbeat_at: datetime | None = None
 
 
 def signal_key(signal: Signal) -> str:
@@ -163,8 +169,28 @@ class SqlStore:
                     }
                 )
             if rows:
-                tx.execute(signals.insert(), rows)
+                # Two replicas can take the same alert at once: the loser's rows are skipped by
+                # the unique key instead of failing the whole webhook with an IntegrityError.
+                stored: set[str] = set()
+                for start in range(0, len(rows), _INSERT_CHUNK):
+                    chunk = rows[start : start + _INSERT_CHUNK]
+                    stored.update(tx.scalars(self._insert_new_signals(chunk)))
+                fresh = [
+                    was_fresh and key in stored for was_fresh, key in zip(fresh, keys, strict=True)
+                ]
         return fresh
+
+    def _insert_new_signals(self, rows: list[dict[str, Any]]) -> Any:
+        insert = (
+            postgresql.insert(signals)
+            if self.engine.dialect.name == "postgresql"
+            else sqlite.insert(signals)
+        )
+        return (
+            insert.values(rows)
+            .on_conflict_do_nothing(index_elements=[signals.c.dedup_key])
+            .returning(signals.c.dedup_key)
+        )
 
     def signals(self, node: str | None = None, limit: int = 1000) -> list[Signal]:
         query = sa.select(signals.c.payload).order_by(signals.c.id).limit(limit)
@@ -647,6 +673,7 @@ class SqlStore:
                         request_id=request_id,
                         executor=executor,
                         started_at=now,
+                        heartbeat_at=now,
                         outcome="running",
                         detail="",
                     )
@@ -674,7 +701,37 @@ class SqlStore:
             finished_at=row.finished_at,
             outcome=cast(ExecutionOutcome, row.outcome),
             detail=row.detail,
+            heartbeat_at=row.heartbeat_at,
         )
+
+    def beat(self, request_id: str, executor: str, now: datetime) -> bool:
+        with self._tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & (executions.c.executor == executor)
+                    & executions.c.finished_at.is_(None)
+                )
+                .values(heartbeat_at=now)
+            )
+        return bool(result.rowcount)
+
+    def take_over_execution(
+        self, request_id: str, executor: str, now: datetime, stale_before: datetime
+    ) -> bool:
+        last_sign_of_life = sa.func.coalesce(executions.c.heartbeat_at, executions.c.started_at)
+        with self._tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & executions.c.finished_at.is_(None)
+                    & ((executions.c.executor == executor) | (last_sign_of_life < stale_before))
+                )
+                .values(executor=executor, heartbeat_at=now)
+            )
+        return bool(result.rowcount)
 
     def execution(self, request_id: str) -> ExecutionRecord | None:
         with self._tx() as tx:

@@ -124,6 +124,9 @@ executions = sa.Table(
     sa.Column("request_id", sa.String(64), sa.ForeignKey("action_requests.id"), primary_key=True),
     sa.Column("executor", sa.String(200), nullable=False),
     sa.Column("started_at", UtcDateTime, nullable=False),
+    # The owner proves it is alive by moving this; another process may take over only an
+    # execution whose heartbeat went stale (a conditional UPDATE, so only one can).
+    sa.Column("heartbeat_at", UtcDateTime, nullable=True),
     sa.Column("finished_at", UtcDateTime, nullable=True),
     sa.Column("outcome", sa.String(20), nullable=False),
     sa.Column("detail", sa.Text, nullable=False, server_default=""),

@@ -1,0 +1,26 @@
+"""execution heartbeat
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-12-03
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("executions", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("executions", schema=None) as batch_op:
+        batch_op.drop_column("heartbeat_at")
