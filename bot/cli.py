@@ -30,7 +30,7 @@ from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
 from bot.incidents.summary import summarize, summary_lines
-from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry, Vote
+from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.rules.linting import lint_rules
 from bot.sim.scenarios import SCENARIOS
 from bot.sources.alertmanager import load_alerts_file
@@ -359,11 +359,23 @@ def serve(
         str | None, typer.Option("--identity", help="This replica's name in the leader Lease.")
     ] = None,
     watch: Annotated[bool, typer.Option("--watch/--no-watch")] = True,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="debug, info, warning or error (to stderr).")
+    ] = "info",
 ) -> None:
     """Run the bot: the Alertmanager webhook, the Kubernetes watches, leader election,
     scheduled work and the executor."""
+    import logging
+
     from bot import runtime
 
+    level = logging.getLevelName(log_level.upper())
+    if not isinstance(level, int):
+        raise InputError("--log-level", f"unknown level {log_level!r}")
+    # A failed job, a lost lease or a store outage must reach whoever reads the pod's logs.
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
     settings = _settings(config)
     serve_settings = settings.serve.model_copy(
         update={k: v for k, v in {"port": port, "identity": identity}.items() if v is not None}
@@ -390,38 +402,18 @@ def approve(
 ) -> None:
     """Record an approval from the command line (a break-glass path beside the chat). The
     policy decides as for a click; the leading `gpubot serve` executes it."""
-    from bot.remediate.approvals import decide
+    from bot.remediate.decisions import Decisions
     from bot.store.sql import SqlStore
 
     settings = _settings(config)
     store = SqlStore.open(store_url or settings.store_url)
     try:
-        wanted = store.request(request)
-        now = datetime.now(UTC)
-        decision = decide(
-            wanted,
-            as_user,
-            now,
-            settings.remediation.approvals,
-            lambda _user: set(),
-            store.votes(request),
-        )
-        if decision.outcome == "refused":
-            raise InputError("--as", decision.reason)
-        if not store.add_vote(Vote(request_id=request, approver=as_user, at=now)):
-            raise InputError("--as", f"{as_user} already approved {request}")
-        if wanted.incident is not None:
-            store.append(
-                TimelineEntry(
-                    incident=wanted.incident,
-                    at=now,
-                    actor=as_user,
-                    kind="approval",
-                    text=f"{as_user} approved {wanted.action.value} {wanted.node} (CLI)",
-                    data={"request": request, "outcome": decision.outcome},
-                )
-            )
-        print(decision.reason)
+        store.request(request)  # an unknown id is bad input, not a refusal
+        decisions = Decisions(store, settings, clock=lambda: datetime.now(UTC))
+        outcome = decisions.approve(request, as_user)
+        if outcome.status not in ("recorded", "need-another"):
+            raise InputError("--as", outcome.message)
+        print(outcome.message)
     finally:
         store.close()
 

@@ -103,7 +103,8 @@ class Metrics(Protocol):
         ...
 
 
-ExecutionOutcome = Literal["running", "succeeded", "failed", "refused", "dry-run"]
+ExecutionOutcome = Literal["running", "succeeded", "failed", "refused", "dry-run", "denied"]
+"""`denied`: a person said no; the row then holds who (`executor`) and why (`detail`)."""
 
 
 class Execution(Protocol):
@@ -119,6 +120,8 @@ class Execution(Protocol):
     def outcome(self) -> ExecutionOutcome: ...
     @property
     def detail(self) -> str: ...
+    @property
+    def heartbeat_at(self) -> datetime | None: ...
 
 
 class Store(Protocol):
@@ -198,6 +201,19 @@ class Store(Protocol):
 
     def unfinished_executions(self) -> Sequence[Execution]:
         """Claimed but never finished: what a restart must resume or report."""
+        ...
+
+    def beat(self, request_id: str, executor: str, now: datetime) -> bool:
+        """The owner of a running execution says it is alive; False when it no longer owns
+        it (taken over, or finished)."""
+        ...
+
+    def take_over_execution(
+        self, request_id: str, executor: str, now: datetime, stale_before: datetime
+    ) -> bool:
+        """Make `executor` the owner of an unfinished execution, when it already is (its
+        earlier life) or the owner's last heartbeat is older than `stale_before`. True for
+        exactly one of several callers at once."""
         ...
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.kube.cluster import KubeCluster
-from bot.model import Action, IncidentState
+from bot.model import Action, IncidentState, TimelineEntry
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
 from bot.remediate.nodes import MAINTENANCE_TAINT, cordon
@@ -121,6 +121,21 @@ def test_an_expired_approval_is_refused(rig: Rig) -> None:
     assert outcome.status == "expired"
     assert not rig.cordoned("gpu-a3")
     assert rig.store.incident(rig.incident).state is IncidentState.EXPIRED
+
+
+def test_a_denied_request_cannot_be_approved_afterwards(rig: Rig) -> None:
+    request = rig.request(Action.CORDON)
+    assert rig.executor.deny(request, "bob", "the job finishes in 10 min").status == "denied"
+    assert rig.store.incident(rig.incident).state is IncidentState.DENIED
+    late = rig.executor.approve(request, "alice")
+    assert late.status == "not-allowed"
+    assert late.message == "bob denied this: the job finishes in 10 min"
+    assert not rig.cordoned("gpu-a3")
+    assert rig.store.votes(request) == []
+    assert rig.executor.execute(request).status == "not-allowed"
+    assert rig.executor.execute_approved() == []
+    assert rig.executor.deny(request, "carol").status == "duplicate"
+    assert not rig.cordoned("gpu-a3")
 
 
 def test_drain_needs_two_different_approvers(rig: Rig) -> None:
@@ -294,8 +309,12 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     request = rig.request(Action.DRAIN)
     rig.executor.approve(request, "alice")
     rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
-    # The process claimed the execution and died before acting.
+    # The process claimed the execution and died before acting: while its heartbeat is
+    # fresh it counts as alive and nothing is resumed; once stale, the leader takes over.
     assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    assert rig.executor.resume() == []
+    assert rig.server.store.evictions == []
+    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
     [outcome] = rig.executor.resume()
     assert outcome.status == "acted", outcome.message
     assert sorted(rig.server.store.evictions) == [
@@ -305,6 +324,30 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     assert rig.executor.resume() == []
     kinds = [e.text for e in rig.store.timeline(rig.incident)]
     assert any(t.startswith("resuming `kubectl drain gpu-a3") for t in kinds)
+    taken = rig.store.execution(request)
+    assert taken is not None and taken.executor == rig.executor.executor_id
+
+
+def test_an_action_running_in_this_process_is_not_resumed_beside_itself(rig: Rig) -> None:
+    """The leader's periodic resume fires while a drain a click started here is running, its
+    heartbeat already looking old: it must leave that drain alone."""
+    request = rig.request(Action.DRAIN)
+    rig.executor.approve(request, "alice", execute=False)
+    rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
+    stale_s = rig.executor.settings.remediation.execution_stale_s
+    resumed: list[object] = []
+
+    def leader_duties_meanwhile(entry: TimelineEntry) -> None:
+        if entry.kind == "action-start":
+            rig.clock.now += timedelta(seconds=stale_s + 1)
+            resumed.extend(rig.executor.resume())
+
+    rig.executor.notify = leader_duties_meanwhile
+    outcome = rig.executor.execute(request)
+    assert outcome.status == "acted", outcome.message
+    assert resumed == []
+    evicted = list(rig.server.store.evictions)
+    assert len(evicted) == len(set(evicted)) == 2
 
 
 def _with_proposal(action: Action) -> Any:

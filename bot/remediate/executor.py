@@ -10,17 +10,16 @@ dry-run everything but the writes happens and the timeline says what would have 
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 
 from bot.config import Settings
-from bot.errors import GpubotError, NotFound, StateChanged
+from bot.errors import GpubotError
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshot import collect_facts
-from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition
 from bot.model import (
     Action,
     ActionRequest,
@@ -28,14 +27,22 @@ from bot.model import (
     Diagnosis,
     IncidentState,
     NodeFacts,
-    TimelineEntry,
     TimelineKind,
-    Vote,
 )
 from bot.ports import Cluster, ExecutionOutcome, Store
-from bot.remediate.approvals import decide, facts_fingerprint, facts_seen, new_request
+from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request
 from bot.remediate.blast_radius import check_budget
 from bot.remediate.checkpoints import checkpoint_risk
+from bot.remediate.decisions import (
+    GPUBOT,
+    Clock,
+    Decisions,
+    GroupsOf,
+    Notify,
+    Outcome,
+    Status,
+    command_for,
+)
 from bot.remediate.draining import DrainProgress, drain
 from bot.remediate.health_gate import ExternalEvidence, GateResult, health_gate
 from bot.remediate.nodes import (
@@ -47,49 +54,8 @@ from bot.remediate.nodes import (
     uncordon,
 )
 
-GPUBOT = "gpubot"
 ANNOTATION_PREFIX = "gpubot.io/"
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
-
-Status = Literal[
-    "acted",
-    "recorded",
-    "dry-run",
-    "need-another",
-    "not-allowed",
-    "duplicate",
-    "expired",
-    "changed",
-    "refused",
-    "failed",
-    "denied",
-]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    request_id: str
-    status: Status
-    message: str
-    new_request: ActionRequest | None = None
-    """When the node changed: the request that asks again."""
-
-
-Notify = Callable[[TimelineEntry], None]
-GroupsOf = Callable[[str], set[str]]
-Clock = Callable[[], datetime]
-
-
-def command_for(request: ActionRequest) -> str:
-    """The kubectl line a person would type for the same action: the dry-run's report."""
-    if request.action is Action.DRAIN:
-        flags = " --ignore-daemonsets"
-        if request.delete_emptydir_data:
-            flags += " --delete-emptydir-data"
-        if request.force:
-            flags += " --force --disable-eviction"
-        return f"kubectl drain {request.node}{flags}"
-    return f"kubectl {request.action.value} {request.node}"
 
 
 def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
@@ -122,6 +88,38 @@ class Executor:
         self.clock = clock
         self.notify = notify or (lambda _entry: None)
         self.external = external
+        # Through a lambda, so a notify set later (the service's chat) is the one used.
+        self.decisions = Decisions(
+            store, settings, groups_of=groups_of, clock=clock, notify=lambda e: self.notify(e)
+        )
+        self._running: set[str] = set()
+        self._running_lock = threading.Lock()
+
+    @contextmanager
+    def _owning(self, request_id: str) -> Iterator[None]:
+        """While an action runs here: other calls in this process leave it alone, and a
+        heartbeat tells other processes it is alive."""
+        with self._running_lock:
+            self._running.add(request_id)
+        stop = threading.Event()
+        every = self.settings.remediation.execution_stale_s / 3
+
+        def beat() -> None:
+            while not stop.wait(every):
+                try:
+                    if not self.store.beat(request_id, self.executor_id, self.clock()):
+                        return
+                except GpubotError:
+                    continue  # the store hiccuped: the next beat may get through
+
+        beating = threading.Thread(target=beat, name=f"heartbeat-{request_id}", daemon=True)
+        beating.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            with self._running_lock:
+                self._running.discard(request_id)
 
     # ---- the timeline ---------------------------------------------------------------------
 
@@ -133,28 +131,10 @@ class Executor:
         actor: str = GPUBOT,
         **data: object,
     ) -> None:
-        if incident is None:
-            return
-        entry = TimelineEntry(
-            incident=incident, at=self.clock(), actor=actor, kind=kind, text=text, data=data
-        )
-        self.store.append(entry)
-        self.notify(entry)
+        self.decisions.note(incident, kind, text, actor, **data)
 
     def _move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
-        """Moves the incident when the move is legal from where it is: several requests of
-        one incident (cordon, then drain) share one state."""
-        if incident is None:
-            return
-        for _attempt in range(3):
-            current = self.store.incident(incident).state
-            if current is target or target not in TRANSITIONS[current]:
-                return
-            try:
-                self.store.transition(incident, target, actor, self.clock(), text)
-                return
-            except (StateChanged, IllegalTransition):
-                continue  # a concurrent click moved it first: look again
+        self.decisions.move(incident, target, actor, text)
 
     # ---- facts ----------------------------------------------------------------------------
 
@@ -268,58 +248,16 @@ class Executor:
     # ---- approvals ------------------------------------------------------------------------
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
-        request = self.store.request(request_id)
-        if self.store.execution(request_id) is not None:
-            return Outcome(request_id, "duplicate", "already decided and acted on")
-        self._note(
-            request.incident,
-            "denial",
-            f"{who} denied {command_for(request)}" + (f": {reason}" if reason else ""),
-            who,
-            request=request_id,
-        )
-        self._move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
-        return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
+        return self.decisions.deny(request_id, who, reason)
 
     def approve(self, request_id: str, approver: str, *, execute: bool = True) -> Outcome:
         """One person's approval, judged against the policy now; acts when it is enough
         (unless `execute` is False: a replica that does not lead leaves it to the leader)."""
-        try:
-            request = self.store.request(request_id)
-        except NotFound:
-            return Outcome(request_id, "not-allowed", "no such request")
-        now = self.clock()
-        earlier: Sequence[Vote] = self.store.votes(request_id)
-        decision = decide(
-            request, approver, now, self.settings.remediation.approvals, self.groups_of, earlier
-        )
-        if decision.outcome == "refused":
-            expired = now >= request.expires_at
-            self._note(
-                request.incident,
-                "note",
-                f"approval by {approver} refused: {decision.reason}",
-                approver,
-                request=request_id,
-            )
-            if expired:
-                self._move(request.incident, IncidentState.EXPIRED, GPUBOT, "approval expired")
-            return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
-        if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
-            return Outcome(request_id, "duplicate", f"{approver} already approved this")
-        self._note(
-            request.incident,
-            "approval",
-            f"{approver} approved {command_for(request)}",
-            approver,
-            request=request_id,
-            outcome=decision.outcome,
-        )
-        if decision.outcome == "need-another":
-            return Outcome(request_id, "need-another", decision.reason)
-        self._move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        outcome = self.decisions.approve(request_id, approver)
+        if outcome.status != "recorded":
+            return outcome
         if not execute:
-            return Outcome(request_id, "recorded", f"{decision.reason}; the leader runs it")
+            return Outcome(request_id, "recorded", f"{outcome.message}; the leader runs it")
         return self.execute(request_id)
 
     def execute_approved(self) -> list[Outcome]:
@@ -346,20 +284,16 @@ class Executor:
             done = self.store.execution(request_id)
             state = f" ({done.outcome})" if done else ""
             return Outcome(request_id, "duplicate", f"already executed{state}")
-        return self._run(request, enough)
+        # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may have
+        # left the incident awaiting approval: the record must say it was approved.
+        self._move(
+            request.incident, IncidentState.APPROVED, GPUBOT, f"approved by {', '.join(enough)}"
+        )
+        with self._owning(request_id):
+            return self._run(request, enough)
 
     def _recorded_approval(self, request: ActionRequest) -> list[str] | None:
-        """The approvers, when the stored votes (each judged as of its own time) suffice."""
-        policy = self.settings.remediation.approvals
-        counted: list[Vote] = []
-        for vote in self.store.votes(request.id):
-            decision = decide(request, vote.approver, vote.at, policy, self.groups_of, counted)
-            if decision.outcome == "refused":
-                continue
-            counted.append(vote)
-            if decision.outcome == "approved":
-                return decision.approvers
-        return None
+        return self.decisions.approvers_enough(request)
 
     def _approvers(self, request_id: str) -> list[str]:
         return [v.approver for v in self.store.votes(request_id)]
@@ -543,7 +477,16 @@ class Executor:
         again. Every action is idempotent — a cordon twice is one cordon, and a drain evicts
         only pods still on the node — so resuming repeats no eviction of a gone pod."""
         outcomes = []
+        now = self.clock()
+        stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
         for unfinished in self.store.unfinished_executions():
+            with self._running_lock:
+                if unfinished.request_id in self._running:
+                    continue  # running here right now, e.g. a drain started by a click
+            if not self.store.take_over_execution(
+                unfinished.request_id, self.executor_id, now, stale_before
+            ):
+                continue  # its owner is alive (heartbeat fresh) or another took it over
             request = self.store.request(unfinished.request_id)
             self._note(
                 request.incident,
@@ -552,7 +495,8 @@ class Executor:
                 f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
                 request=request.id,
             )
-            outcomes.append(self._resume_one(request))
+            with self._owning(request.id):
+                outcomes.append(self._resume_one(request))
         return outcomes
 
     def _resume_one(self, request: ActionRequest) -> Outcome:

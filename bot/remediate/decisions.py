@@ -1,0 +1,198 @@
+"""A person's decision on a request, recorded: an approval judged against the policy at the
+moment it arrives, or a denial, which is final.
+
+Nothing here touches the cluster, so every path a decision can come by shares it: a chat
+click on any replica, `gpubot approve` on a laptop, and the executor itself. Acting on an
+approval is the executor's job and nobody else's.
+
+A denial is stored as the request's execution with outcome `denied`: the same uniqueness
+constraint that makes an approval act at most once then makes a later approval impossible,
+and a denial racing an approval is decided by whichever claims the row first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from bot.config import Settings
+from bot.errors import NotFound, StateChanged
+from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition
+from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
+from bot.ports import Store
+from bot.remediate.approvals import decide
+
+GPUBOT = "gpubot"
+
+Status = Literal[
+    "acted",
+    "recorded",
+    "dry-run",
+    "need-another",
+    "not-allowed",
+    "duplicate",
+    "expired",
+    "changed",
+    "refused",
+    "failed",
+    "denied",
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    request_id: str
+    status: Status
+    message: str
+    new_request: ActionRequest | None = None
+    """When the node changed: the request that asks again."""
+
+
+Notify = Callable[[TimelineEntry], None]
+GroupsOf = Callable[[str], set[str]]
+Clock = Callable[[], datetime]
+
+
+def command_for(request: ActionRequest) -> str:
+    """The kubectl line a person would type for the same action: the dry-run's report."""
+    if request.action is Action.DRAIN:
+        flags = " --ignore-daemonsets"
+        if request.delete_emptydir_data:
+            flags += " --delete-emptydir-data"
+        if request.force:
+            flags += " --force --disable-eviction"
+        return f"kubectl drain {request.node}{flags}"
+    return f"kubectl {request.action.value} {request.node}"
+
+
+class Decisions:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        *,
+        groups_of: GroupsOf = lambda _user: set(),
+        clock: Clock,
+        notify: Notify = lambda _entry: None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.groups_of = groups_of
+        self.clock = clock
+        self.notify = notify
+
+    # ---- the incident's record ------------------------------------------------------------
+
+    def note(
+        self,
+        incident: str | None,
+        kind: TimelineKind,
+        text: str,
+        actor: str = GPUBOT,
+        **data: object,
+    ) -> None:
+        if incident is None:
+            return
+        entry = TimelineEntry(
+            incident=incident, at=self.clock(), actor=actor, kind=kind, text=text, data=data
+        )
+        self.store.append(entry)
+        self.notify(entry)
+
+    def move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
+        """Moves the incident when the move is legal from where it is: several requests of
+        one incident (cordon, then drain) share one state."""
+        if incident is None:
+            return
+        for _attempt in range(3):
+            current = self.store.incident(incident).state
+            if current is target or target not in TRANSITIONS[current]:
+                return
+            try:
+                self.store.transition(incident, target, actor, self.clock(), text)
+                return
+            except (StateChanged, IllegalTransition):
+                continue  # a concurrent click moved it first: look again
+
+    # ---- decisions ------------------------------------------------------------------------
+
+    def approve(self, request_id: str, approver: str) -> Outcome:
+        """Records one person's approval when the policy allows it now. `recorded` means the
+        approvals are now enough to act on; `need-another` that a second person must agree."""
+        try:
+            request = self.store.request(request_id)
+        except NotFound:
+            return Outcome(request_id, "not-allowed", "no such request")
+        decided = self.store.execution(request_id)
+        if decided is not None and decided.outcome == "denied":
+            return Outcome(
+                request_id, "not-allowed", f"{decided.executor} denied this: {decided.detail}"
+            )
+        now = self.clock()
+        earlier: Sequence[Vote] = self.store.votes(request_id)
+        decision = decide(
+            request, approver, now, self.settings.remediation.approvals, self.groups_of, earlier
+        )
+        if decision.outcome == "refused":
+            expired = now >= request.expires_at
+            self.note(
+                request.incident,
+                "note",
+                f"approval by {approver} refused: {decision.reason}",
+                approver,
+                request=request_id,
+            )
+            if expired:
+                self.move(request.incident, IncidentState.EXPIRED, GPUBOT, "approval expired")
+            return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
+        if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
+            return Outcome(request_id, "duplicate", f"{approver} already approved this")
+        self.note(
+            request.incident,
+            "approval",
+            f"{approver} approved {command_for(request)}",
+            approver,
+            request=request_id,
+            outcome=decision.outcome,
+        )
+        if decision.outcome == "need-another":
+            return Outcome(request_id, "need-another", decision.reason)
+        self.move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        return Outcome(request_id, "recorded", decision.reason)
+
+    def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
+        try:
+            request = self.store.request(request_id)
+        except NotFound:
+            return Outcome(request_id, "not-allowed", "no such request")
+        now = self.clock()
+        if not self.store.claim_execution(request_id, who, now):
+            done = self.store.execution(request_id)
+            if done is not None and done.outcome == "denied":
+                return Outcome(request_id, "duplicate", f"already denied by {done.executor}")
+            return Outcome(request_id, "duplicate", "already decided and acted on")
+        self.store.finish_execution(request_id, "denied", reason or "no reason given", now)
+        self.note(
+            request.incident,
+            "denial",
+            f"{who} denied {command_for(request)}" + (f": {reason}" if reason else ""),
+            who,
+            request=request_id,
+        )
+        self.move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
+        return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
+
+    def approvers_enough(self, request: ActionRequest) -> list[str] | None:
+        """The approvers, when the stored votes (each judged as of its own time) suffice."""
+        policy = self.settings.remediation.approvals
+        counted: list[Vote] = []
+        for vote in self.store.votes(request.id):
+            decision = decide(request, vote.approver, vote.at, policy, self.groups_of, counted)
+            if decision.outcome == "refused":
+                continue
+            counted.append(vote)
+            if decision.outcome == "approved":
+                return decision.approvers
+        return None
