@@ -32,7 +32,7 @@ def _current() -> Service:
 
 
 def leader_duties() -> None:
-    _current().run_leader_duties()
+    _current().run_leader_duties_in_background()
 
 
 def expire_requests() -> None:
@@ -98,7 +98,8 @@ class Scheduler:
         with self._lock:
             if self._scheduler is None:
                 return
-            self._scheduler.shutdown(wait=True)
+            # Not waiting: a job mid-sweep must not hold up losing the lease or stopping.
+            self._scheduler.shutdown(wait=False)
             self._scheduler = None
             log.info("scheduler stopped")
 

@@ -22,7 +22,8 @@ from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
 from bot.ports import Chat, Cluster, Store
-from bot.remediate.executor import Executor, Outcome
+from bot.remediate.decisions import Outcome
+from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 
 log = logging.getLogger("gpubot.service")
@@ -70,6 +71,7 @@ class Service:
         self.evidence = evidence
         self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
         self._queue: queue.Queue[list[Signal] | None] = queue.Queue()
+        self._duties = threading.Lock()
         self._worker: threading.Thread | None = None
 
     # ---- intake ---------------------------------------------------------------------------
@@ -243,6 +245,10 @@ class Service:
         return outcome
 
     def _tell(self, request_id: str, outcome: Outcome) -> None:
+        """Into the incident's thread go decisions and results; a refused or repeated click
+        is the clicker's business (the chat answers them privately), not the channel's."""
+        if outcome.status in ("not-allowed", "duplicate"):
+            return
         try:
             request = self.store.request(request_id)
         except GpubotError:
@@ -272,6 +278,23 @@ class Service:
             )
             expired.append(done)
         return expired
+
+    def run_leader_duties_in_background(self) -> None:
+        """The scheduler's tick. A drain may take many minutes: it runs on its own thread so
+        the tick returns at once; a tick while one runs does nothing (the running one will
+        look again when it is done)."""
+        if not self._duties.acquire(blocking=False):
+            return
+
+        def run() -> None:
+            try:
+                self.run_leader_duties()
+            except Exception:
+                log.exception("the leader's duties failed")
+            finally:
+                self._duties.release()
+
+        threading.Thread(target=run, name="leader-duties", daemon=True).start()
 
     def run_leader_duties(self) -> list[Outcome]:
         """On the leader, every few seconds: resume what a dead process left half done, and
