@@ -6,7 +6,7 @@ The defaults are what `gpubot demo` runs on, so they must work with nothing conf
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic_settings import (
@@ -107,6 +107,9 @@ class Remediation(BaseModel):
     """The pod annotation where training jobs record their last checkpoint (RFC 3339)."""
     checkpoint_max_age_s: int = 30 * 60
     drain_timeout_s: float = 15 * 60
+    execution_stale_s: float = Field(default=60.0, gt=0)
+    """A running action's owner renews its heartbeat every third of this; an execution whose
+    heartbeat is older is taken over by the leader (its owner died or lost the lease)."""
     maintenance_taint: bool = True
 
 
@@ -160,6 +163,32 @@ class ScheduleSettings(BaseModel):
     misfire_grace_s: int = Field(default=60, gt=0)
 
 
+class SlackSettings(BaseModel):
+    """What the Slack adapter needs (`GPUBOT_SLACK__*`). Secrets never show in a repr. Slack
+    is on when `bot_token` is set; without it `gpubot serve` posts to its log (console).
+
+    `mode`: `http` when Slack can reach gpubot (`/slack/events`, signed requests); `socket`
+    behind a firewall (an app-level `xapp-` token, no public endpoint)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["http", "socket"] = "http"
+    bot_token: SecretStr | None = None
+    """`xoxb-...`: chat:write, commands, usergroups:read."""
+    signing_secret: SecretStr | None = None
+    """Basic Information → Signing Secret: required in `http` mode."""
+    app_token: SecretStr | None = None
+    """`xapp-...` with connections:write: required in `socket` mode."""
+    channel: str = ""
+    """Channel id (C...) where diagnoses go; the bot must be a member."""
+    command: str = "/gpubot"
+    api_url: str = "https://slack.com/api/"
+    """The Web API base; tests point it at the Slack double."""
+    groups_ttl_s: float = Field(default=60.0, gt=0)
+    snooze_s: int = Field(default=3600, gt=0)
+    max_body_bytes: int = Field(default=256 * 1024, gt=0)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GPUBOT_", env_nested_delimiter="__", extra="forbid"
@@ -185,6 +214,7 @@ class Settings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     prometheus: PrometheusSettings = Field(default_factory=PrometheusSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
     store_url: str = "sqlite:///gpubot.db"
     """SQLite (a file) by default; postgresql://... for production and replicas."""
 

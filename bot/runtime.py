@@ -23,6 +23,7 @@ from rich.console import Console
 
 from bot.app import load_ruleset
 from bot.chat.console import ConsoleChat
+from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
 from bot.config import Settings
 from bot.errors import InputError
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
@@ -51,6 +52,29 @@ def default_identity() -> str:
 
 
 @dataclass
+class SlackParts:
+    """Slack, when configured: messages out through the outbox (delivered by the leader
+    only: the outbox has no claim, two senders would post twice), clicks and `/gpubot` in
+    over HTTP or Socket Mode on every replica."""
+
+    outgoing: SlackOutgoing
+    interactions: SlackInteractions
+    socket: SocketModeRunner | None
+
+    def leading(self, leads: bool) -> None:
+        if leads:
+            self.outgoing.delivery.start()
+        else:
+            self.outgoing.delivery.stop()
+
+    def stop(self) -> None:
+        if self.socket is not None:
+            self.socket.stop()
+        self.outgoing.delivery.stop()
+        self.interactions.close()
+
+
+@dataclass
 class Replica:
     """One running `gpubot serve`, with handles for tests and shutdown."""
 
@@ -62,6 +86,7 @@ class Replica:
     scheduler: Scheduler
     watcher: KubeSignals | None
     server: uvicorn.Server
+    slack: SlackParts | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def stop(self) -> None:
@@ -73,6 +98,8 @@ class Replica:
             self.watcher.stop()
         self.elector.stop()
         self.scheduler.stop()
+        if self.slack is not None:
+            self.slack.stop()
         self.service.stop()
         self.cluster.close()
         self.store.close()
@@ -122,6 +149,7 @@ def build_replica(
             "set GPUBOT_SERVE__BEARER_TOKEN or serve.bearer_token_file: the webhook never "
             "runs without credentials",
         )
+    _check_slack(settings)
     store = SqlStore.open(settings.store_url)
     if kube_url:
         cluster = KubeCluster.for_url(kube_url)
@@ -131,8 +159,16 @@ def build_replica(
         cluster = KubeCluster.from_kubeconfig(kubeconfig)
     identity = settings.serve.identity or default_identity()
     evidence_lines, external = _evidence(settings)
+    outgoing = _slack_outgoing(settings, store)
     executor = Executor(
-        cluster, store, settings, executor_id=identity, clock=_now, external=external
+        cluster,
+        store,
+        settings,
+        executor_id=identity,
+        clock=_now,
+        external=external,
+        # Without Slack there are no user groups: policies name people.
+        groups_of=outgoing.groups if outgoing else lambda _user: set(),
     )
     s = settings.serve
     lease = LeaseConfig(
@@ -148,14 +184,21 @@ def build_replica(
         rules=load_ruleset(settings),
         store=store,
         cluster=cluster,
-        chat=chat or ConsoleChat(Console(), settings.lang),
+        chat=chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang)),
         executor=executor,
         clock=_now,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence_lines,
     )
     scheduler = Scheduler(service, store.engine, settings.schedule)
-    elector = LeaderElector(cluster, identity, lease, on_change=scheduler.leading)
+    slack = _slack_parts(settings, outgoing, service) if outgoing else None
+
+    def on_change(leads: bool) -> None:
+        scheduler.leading(leads)
+        if slack is not None:
+            slack.leading(leads)
+
+    elector = LeaderElector(cluster, identity, lease, on_change=on_change)
     holder.append(elector)
 
     def from_kube(signal: Signal) -> None:
@@ -171,16 +214,62 @@ def build_replica(
         store,
         WebSettings.from_settings(settings, bearer_token=token, max_body_bytes=s.max_body_bytes),
         service.on_signals,
+        extra_routes=(
+            slack.interactions.routes() if slack is not None and slack.socket is None else ()
+        ),
     )
     config = uvicorn.Config(web, host=s.host, port=s.port, log_level="warning", lifespan="off")
     return Replica(
-        settings, store, cluster, service, elector, scheduler, watcher, uvicorn.Server(config)
+        settings,
+        store,
+        cluster,
+        service,
+        elector,
+        scheduler,
+        watcher,
+        uvicorn.Server(config),
+        slack,
     )
+
+
+def _check_slack(settings: Settings) -> None:
+    """Before anything is opened: a half-configured Slack is a start-up error, not a bot
+    that silently posts nowhere."""
+    slack = settings.slack
+    if slack.bot_token is None:
+        return
+    if not slack.channel:
+        raise InputError("slack.channel", "required: the channel id diagnoses go to")
+    if slack.mode == "socket" and slack.app_token is None:
+        raise InputError("slack.app_token", "required in socket mode (an xapp- token)")
+    if slack.mode == "http" and slack.signing_secret is None:
+        raise InputError("slack.signing_secret", "required in http mode")
+
+
+def _slack_outgoing(settings: Settings, store: SqlStore) -> SlackOutgoing | None:
+    if settings.slack.bot_token is None:
+        return None
+    return build_slack_outgoing(
+        settings.slack, store, settings.remediation.approvals, settings.lang, clock=_now
+    )
+
+
+def _slack_parts(settings: Settings, outgoing: SlackOutgoing, service: Service) -> SlackParts:
+    slack = settings.slack
+    socket = None
+    interactions = SlackInteractions(
+        service, outgoing.chat, slack, client=outgoing.client, lang=settings.lang, clock=_now
+    )
+    if slack.mode == "socket" and slack.app_token is not None:
+        socket = SocketModeRunner(interactions, slack.app_token.get_secret_value())
+    return SlackParts(outgoing, interactions, socket)
 
 
 def run(replica: Replica, on_started: Callable[[int], None] | None = None) -> None:
     """Starts everything and serves until the server is told to exit (SIGINT/SIGTERM)."""
     replica.service.start()
+    if replica.slack is not None and replica.slack.socket is not None:
+        replica.slack.socket.start()
     replica.elector.start()
     if replica.watcher is not None:
         replica.watcher.start()

@@ -353,7 +353,7 @@ def approve_label(request: ActionRequest, lang: Lang) -> str:
     return fit(label, BUTTON_TEXT_MAX)
 
 
-def _request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
+def request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
     text = _TEXT[lang]
     approve = ButtonElement(
         text=_plain(approve_label(request, lang), BUTTON_TEXT_MAX),
@@ -382,7 +382,7 @@ def _request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
     ]
 
 
-def _incident_block(value: str, lang: Lang) -> ActionsBlock:
+def incident_block(value: str, lang: Lang) -> ActionsBlock:
     text = _TEXT[lang]
     return ActionsBlock(
         block_id=INCIDENT_BLOCK_ID,
@@ -521,12 +521,12 @@ def diagnosis_blocks(
     if len(shown) * 2 > room:
         shown = shown[: (room - 1) // 2]
     for request in shown:
-        blocks.extend(_request_blocks(request, lang))
+        blocks.extend(request_blocks(request, lang))
     if len(shown) < len(requests):
         more = text["more"].format(n=len(requests) - len(shown))
         blocks.append(ContextBlock(block_id="gpubot.requests-more", elements=[_mrkdwn(more, 3000)]))
     value = incident or next((r.incident for r in requests if r.incident), None)
-    blocks.append(_incident_block(fit(value or diagnosis_key(d), BUTTON_VALUE_MAX), lang))
+    blocks.append(incident_block(fit(value or diagnosis_key(d), BUTTON_VALUE_MAX), lang))
     return blocks
 
 
