@@ -12,6 +12,8 @@ connections. gpubot answers 200 only after a batch is stored (and its diagnosis 
 background, competing for the same two cores); Alertmanager answers after taking the alerts
 into memory. The figure is alerts / wall-clock seconds until the last answer.
 
+The simulator (`gpubot sim serve`) runs in a process of its own, as an API server would.
+
 Latency. One replica in this process with a chat adapter that notes the moment
 `post_diagnosis` is called (the real console adapter renders the message into memory). The
 simulator has `--nodes` GPU nodes; on each in turn a GPU falls off the bus (Xid 79) and the
@@ -48,10 +50,6 @@ from bot import runtime
 from bot.chat.console import ConsoleChat
 from bot.config import Settings
 from bot.model import ActionRequest, Diagnosis, Incident, Lang
-from bot.sim import faults
-from bot.sim.apiserver import SimulatedApiServer
-from bot.sim.scenarios import healthy_cluster
-from bot.sim.store import Store
 from tests.servers import alertmanager_server
 
 TOKEN = "bench-token"
@@ -135,14 +133,23 @@ def send_all(
 
 
 @contextmanager
-def simulator(nodes: int) -> Iterator[tuple[Store, str]]:
-    store = Store()
-    store.load(healthy_cluster(nodes, datetime.now(UTC))["items"])
-    server = SimulatedApiServer(store).start()
+def simulator(nodes: int) -> Iterator[str]:
+    """`gpubot sim serve` in its own process, as an API server is: its work does not share
+    gpubot's interpreter."""
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gpubot")), "sim", "serve", "--nodes", str(nodes)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
-        yield store, server.url
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        if not first.strip():
+            raise SystemExit("gpubot sim serve did not start")
+        yield first.split()[2]
     finally:
-        server.stop()
+        process.terminate()
+        process.wait(timeout=30)
 
 
 @contextmanager
@@ -204,7 +211,7 @@ def throughput(alerts: int, batch: int, senders: int, nodes: int) -> list[tuple[
         rows.append(("Alertmanager `POST /api/v2/alerts`", alerts / seconds, bad))
     with (
         tempfile.TemporaryDirectory(prefix="gpubot-ingest-") as tmp,
-        simulator(4) as (_store, kube_url),
+        simulator(4) as kube_url,
         gpubot_serve(kube_url, Path(tmp)) as url,
     ):
         seconds, statuses = send_all(
@@ -229,9 +236,10 @@ class TimedChat(ConsoleChat):
     def post_diagnosis(
         self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
     ) -> str | None:
+        handed = time.perf_counter()  # the hand-over; rendering is the adapter's own time
         result = super().post_diagnosis(incident, diagnosis, requests)
         with self.arrived:
-            self.handed.setdefault(incident.node or "", time.perf_counter())
+            self.handed.setdefault(incident.node or "", handed)
             self.arrived.notify_all()
         return result
 
@@ -241,7 +249,8 @@ def latency(nodes: int) -> list[float]:
     seconds: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="gpubot-latency-") as tmp,
-        simulator(nodes) as (store, kube_url),
+        simulator(nodes) as kube_url,
+        httpx.Client(timeout=30) as control,
     ):
         settings = Settings.model_validate(
             {
@@ -264,10 +273,12 @@ def latency(nodes: int) -> list[float]:
             with httpx.Client(timeout=30, headers=headers) as client:
                 for index in range(nodes):
                     node = f"gpu-a{index + 1}"
-                    payload = faults.inject(
-                        store, "xid", node, datetime.now(UTC), code=79, gpu=3
-                    ).payload()
-                    body = json.dumps(payload).encode()
+                    injected = control.post(
+                        kube_url + "/_sim/faults",
+                        json={"fault": "xid", "node": node, "params": {"code": 79, "gpu": 3}},
+                    )
+                    injected.raise_for_status()
+                    body = json.dumps(injected.json()["payload"]).encode()
                     sent = time.perf_counter()
                     answer = client.post(url, content=body)
                     if answer.status_code != 200:

@@ -17,7 +17,7 @@ from datetime import datetime
 from bot.config import Settings
 from bot.diagnose import diagnose
 from bot.errors import GpubotError
-from bot.evidence.live import read_snapshot
+from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
@@ -43,6 +43,19 @@ _OPEN = tuple(state for state in IncidentState if state is not IncidentState.RES
 
 EvidenceLines = Callable[[str], list[str]]
 """node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
+
+
+SCOPED_MAX_NODES = 8
+"""Up to this many nodes in a batch, read only what their facts need (every node, their pods
+and events); more, or a sweep, reads the whole cluster. A webhook is about a few nodes, and
+listing every pod of a large cluster for each one was most of the time to a diagnosis."""
+
+
+def _scope(batch: Sequence[Signal]) -> frozenset[str] | None:
+    nodes = frozenset(s.node for s in batch if s.node)
+    if not batch or len(nodes) > SCOPED_MAX_NODES or any(s.node is None for s in batch):
+        return None
+    return nodes
 
 
 class Service:
@@ -87,10 +100,20 @@ class Service:
                 batch = self._queue.get()
                 if batch is None:
                     return
+                # Under a burst, one diagnosis of everything waiting beats one per webhook.
+                stopping = False
+                while not self._queue.empty():
+                    more = self._queue.get_nowait()
+                    if more is None:
+                        stopping = True
+                        break
+                    batch = batch + more
                 try:
                     self.process(batch)
                 except Exception:  # the worker must outlive one bad batch
                     log.exception("processing %d signal(s) failed", len(batch))
+                if stopping:
+                    return
 
         self._worker = threading.Thread(target=work, name="signals", daemon=True)
         self._worker.start()
@@ -126,10 +149,16 @@ class Service:
                     f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
                 )
         now = self.clock()
-        snapshot = read_snapshot(self.cluster)
+        scope = _scope(batch)
+        snapshot = (
+            read_snapshot(self.cluster) if scope is None else read_scoped(self.cluster, scope)
+        )
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now)
         diagnoses = diagnose(facts, signals, self.rules, self.settings).diagnoses
+        if scope is not None:
+            # Other nodes' facts lack their pods here: their diagnoses wait for a full pass.
+            diagnoses = [d for d in diagnoses if d.node is None or d.node in scope]
         opened = []
         for found in diagnoses:
             if self.evidence is not None and found.node:
@@ -164,7 +193,7 @@ class Service:
                 self.store.set_chat_ref(incident.id, ref)
             self.on_diagnosis(incident, found)
         still = {(d.rule, d.node or d.pool) for d in diagnoses}
-        self._resolve_gone(batch, still, facts.nodes, now)
+        self._resolve_gone(batch, still, facts.nodes, now, scope)
         return opened
 
     def _resolve_gone(
@@ -173,6 +202,7 @@ class Service:
         still: set[tuple[str, str | None]],
         nodes: Mapping[str, NodeFacts],
         now: datetime,
+        scope: frozenset[str] | None = None,
     ) -> None:
         """Incidents whose rule no longer matches their subject are over — unless gpubot
         acted on the node and it is still out of service: then the loop ends with the
@@ -181,6 +211,8 @@ class Service:
         for incident in self.store.incidents(states=_SELF_RESOLVING):
             if incident.cluster != self.settings.cluster:
                 continue
+            if scope is not None and incident.node not in scope:
+                continue  # not looked at in this pass
             if (incident.rule, incident.node or incident.pool) in still:
                 if incident.node in resolved_on:
                     self.store.append(

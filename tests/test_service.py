@@ -240,3 +240,29 @@ def test_a_better_story_for_the_same_node_supersedes_the_first(bot: Bot) -> None
         f"superseded by incident {fell.id} (gpu-fell-off-bus)"
     )
     assert "Duration:" not in bot.said  # no summary for a superseded incident
+
+
+def test_an_alert_about_one_node_neither_resolves_nor_opens_others(bot: Bot) -> None:
+    """A webhook about gpu-a2 reads only what gpu-a2's facts need. gpu-a4's incident is
+    left alone even after its symptom is gone (the next full pass resolves it), and a fault
+    on gpu-a3 that no alert named waits for that pass too."""
+    opened = bot.service.process(bot.alert("zero-capacity", "gpu-a4"))
+    [four] = [i for i in opened if i.node == "gpu-a4"]
+    bot.server.store.patch(
+        BY_KIND["Node"],
+        "",
+        "gpu-a4",
+        "application/merge-patch+json",
+        {"status": {"allocatable": {"nvidia.com/gpu": "8"}}},
+    )
+    faults.inject(bot.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
+
+    opened = bot.service.process(bot.alert("xid", "gpu-a2", code=79, gpu=3))
+    assert [i.node for i in opened] == ["gpu-a2"]
+    assert bot.store.incident(four.id).state is not IncidentState.RESOLVED
+    assert bot.store.incidents(node="gpu-a3") == []
+
+    # A sweep (no signals) reads the whole cluster: gpu-a4 resolves, gpu-a3 opens.
+    opened = bot.service.process([])
+    assert bot.store.incident(four.id).state is IncidentState.RESOLVED
+    assert [i.node for i in opened] == ["gpu-a3"]

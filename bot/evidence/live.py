@@ -2,26 +2,44 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from bot.evidence.snapshot import Snapshot
 from bot.ports import Cluster
 
 
 def read_snapshot(cluster: Cluster, node: str | None = None) -> Snapshot:
-    """The whole cluster, or what the facts of one node need: every node (for its pool),
-    the node's pods and events, pending pods and their scheduling events, PDBs, DaemonSets."""
-    nodes = cluster.list("Node")
+    """The whole cluster, or what the facts of one node need (see `read_scoped`)."""
     if node is None:
-        pods = cluster.list("Pod")
-        events = cluster.list("Event")
-    else:
-        pods = cluster.list("Pod", field_selector=f"spec.nodeName={node}")
-        pods += cluster.list("Pod", field_selector="spec.nodeName=,status.phase=Pending")
-        events = cluster.list(
-            "Event", field_selector=f"involvedObject.kind=Node,involvedObject.name={node}"
+        return Snapshot(
+            nodes=list(cluster.list("Node")),
+            pods=list(cluster.list("Pod")),
+            events=list(cluster.list("Event")),
+            pdbs=list(cluster.list("PodDisruptionBudget")),
+            daemonsets=list(cluster.list("DaemonSet")),
         )
-        events += cluster.list("Event", field_selector="reason=FailedScheduling")
+    return read_scoped(cluster, [node])
+
+
+def read_scoped(cluster: Cluster, nodes: Collection[str]) -> Snapshot:
+    """What the facts of `nodes` need, without every pod of the cluster: every node (for
+    pools and pool-wide rules), the pods and events of `nodes`, pending pods and their
+    scheduling events, PDBs, DaemonSets. Facts of other nodes read from this lack their pods:
+    only the diagnoses of `nodes` (and of pools) mean anything.
+
+    One list after another: asking them at once was no faster against the simulator (a
+    Python server), and a real API server answers these small lists in milliseconds."""
+    pods = []
+    events = []
+    for name in sorted(nodes):
+        pods += cluster.list("Pod", field_selector=f"spec.nodeName={name}")
+        events += cluster.list(
+            "Event", field_selector=f"involvedObject.kind=Node,involvedObject.name={name}"
+        )
+    pods += cluster.list("Pod", field_selector="spec.nodeName=,status.phase=Pending")
+    events += cluster.list("Event", field_selector="reason=FailedScheduling")
     return Snapshot(
-        nodes=list(nodes),
+        nodes=list(cluster.list("Node")),
         pods=list(pods),
         events=list(events),
         pdbs=list(cluster.list("PodDisruptionBudget")),

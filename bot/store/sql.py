@@ -47,10 +47,6 @@ from bot.store.tables import (
 GPUBOT = "gpubot"
 
 
-_INSERT_CHUNK = 200
-"""Rows per multi-row INSERT: well under SQLite's limit of bound parameters per statement."""
-
-
 @dataclass(frozen=True)
 class ExecutionRecord:
     request_id: str
@@ -171,25 +167,22 @@ class SqlStore:
             if rows:
                 # Two replicas can take the same alert at once: the loser's rows are skipped by
                 # the unique key instead of failing the whole webhook with an IntegrityError.
-                stored: set[str] = set()
-                for start in range(0, len(rows), _INSERT_CHUNK):
-                    chunk = rows[start : start + _INSERT_CHUNK]
-                    stored.update(tx.scalars(self._insert_new_signals(chunk)))
+                stored = set(tx.scalars(self._insert_new_signals(), rows))
                 fresh = [
                     was_fresh and key in stored for was_fresh, key in zip(fresh, keys, strict=True)
                 ]
         return fresh
 
-    def _insert_new_signals(self, rows: list[dict[str, Any]]) -> Any:
+    def _insert_new_signals(self) -> Any:
+        """One cached statement run as executemany: SQLAlchemy batches it into multi-row
+        INSERTs with RETURNING itself, without compiling a statement per webhook."""
         insert = (
             postgresql.insert(signals)
             if self.engine.dialect.name == "postgresql"
             else sqlite.insert(signals)
         )
-        return (
-            insert.values(rows)
-            .on_conflict_do_nothing(index_elements=[signals.c.dedup_key])
-            .returning(signals.c.dedup_key)
+        return insert.on_conflict_do_nothing(index_elements=[signals.c.dedup_key]).returning(
+            signals.c.dedup_key
         )
 
     def signals(self, node: str | None = None, limit: int = 1000) -> list[Signal]:
