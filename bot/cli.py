@@ -6,7 +6,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
@@ -340,6 +340,36 @@ def timeline(
             else:
                 console.rule(Text(f"incident {incident.id}: {incident.title}"))
                 console.print(render_timeline(entries))
+    finally:
+        store.close()
+
+
+@app.command()
+@handles_bad_input
+def digest(
+    hours: Annotated[float, typer.Option("--hours", min=1, help="The window, ending now.")] = 24,
+    tz: Annotated[
+        str | None, typer.Option("--tz", help="IANA time zone; default schedule.digest_tz.")
+    ] = None,
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    lang: LangOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """The digest serve posts daily: incidents opened and resolved, nodes still out,
+    repeat offenders, top symptoms, median time to recover."""
+    from zoneinfo import ZoneInfo
+
+    from bot.incidents.digest import build_digest, digest_lines, next_run
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    zone_name = tz or settings.schedule.digest_tz
+    next_run(datetime.now(UTC), "00:00", zone_name)  # an unknown zone is bad input
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        until = datetime.now(UTC).astimezone(ZoneInfo(zone_name))
+        found = build_digest(store, until, timedelta(hours=hours))
+        print("\n".join(digest_lines(found, lang or settings.lang)))
     finally:
         store.close()
 

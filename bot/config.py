@@ -161,6 +161,10 @@ class ScheduleSettings(BaseModel):
     expiry_s: float = Field(default=30.0, gt=0)
     sweep_s: float = Field(default=300.0, gt=0)
     misfire_grace_s: int = Field(default=60, gt=0)
+    digest_at: str | None = "09:00"
+    """Wall-clock time ("HH:MM") of the daily digest in `digest_tz`; null turns it off."""
+    digest_tz: str = "UTC"
+    """An IANA time zone, e.g. Asia/Shanghai: the digest keeps its local time across DST."""
 
 
 class SlackSettings(BaseModel):

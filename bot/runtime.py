@@ -27,6 +27,7 @@ from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, b
 from bot.config import Settings
 from bot.errors import InputError
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
+from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.leader import LeaderElector, LeaseConfig
 from bot.model import Signal
@@ -150,6 +151,9 @@ def build_replica(
             "runs without credentials",
         )
     _check_slack(settings)
+    if settings.schedule.digest_at is not None:
+        # A bad time or zone is a start-up error, not a digest that never comes.
+        next_run(_now(), settings.schedule.digest_at, settings.schedule.digest_tz)
     store = SqlStore.open(settings.store_url)
     if kube_url:
         cluster = KubeCluster.for_url(kube_url)

@@ -1,6 +1,7 @@
 """Scheduled work (APScheduler 3), jobs kept in the store's database so they survive a
-restart: the leader's duties (resume, pick up approvals), approval expiry, and sweeps that
-diagnose the whole cluster even when no alert arrives.
+restart: the leader's duties (resume, pick up approvals), approval expiry, sweeps that
+diagnose the whole cluster even when no alert arrives, and the daily digest (a cron trigger
+in the configured zone, so 09:00 stays 09:00 across DST).
 
 Only the leader runs a scheduler: APScheduler 3 does not support two schedulers on one job
 store, so a replica starts one when it gains the lease and shuts it down when it loses it.
@@ -12,11 +13,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import ScheduleSettings
 from bot.service import Service
@@ -41,6 +44,10 @@ def expire_requests() -> None:
 
 def sweep() -> None:
     _current().process([])
+
+
+def digest() -> None:
+    _current().post_digest()
 
 
 class Scheduler:
@@ -90,7 +97,18 @@ class Scheduler:
                     id=func.__name__,
                     replace_existing=True,
                 )
+            if s.digest_at is not None:
+                hour, minute = s.digest_at.strip().split(":")
+                scheduler.add_job(
+                    "bot.schedule:digest",
+                    CronTrigger(hour=int(hour), minute=int(minute), timezone=ZoneInfo(s.digest_tz)),
+                    id="digest",
+                    replace_existing=True,
+                )
+
             scheduler.start()
+            if s.digest_at is None and scheduler.get_job("digest") is not None:
+                scheduler.remove_job("digest")  # kept in the database from an earlier config
             self._scheduler = scheduler
             log.info("scheduler started (this replica leads)")
 
@@ -102,6 +120,11 @@ class Scheduler:
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
             log.info("scheduler stopped")
+
+    def next_run_time(self, job_id: str) -> datetime | None:
+        """When the job runs next (UTC), while this replica leads; None otherwise."""
+        job = None if self._scheduler is None else self._scheduler.get_job(job_id)
+        return None if job is None else job.next_run_time.astimezone(UTC)
 
     def jobs(self) -> list[str]:
         if self._scheduler is None:

@@ -12,13 +12,15 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from bot.config import Settings
 from bot.diagnose import diagnose
 from bot.errors import GpubotError
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
+from bot.incidents.digest import build_digest, digest_lines
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
 from bot.ports import Chat, Cluster, Store
@@ -310,6 +312,15 @@ class Service:
             )
             expired.append(done)
         return expired
+
+    def post_digest(self, window: timedelta = timedelta(days=1)) -> list[str]:
+        """The daily digest to the channel, in the zone the on-call reads clocks in."""
+        zone = ZoneInfo(self.settings.schedule.digest_tz)
+        told = digest_lines(
+            build_digest(self.store, self.clock().astimezone(zone), window), self.settings.lang
+        )
+        self.chat.post_notice("\n".join(told))
+        return told
 
     def run_leader_duties_in_background(self) -> None:
         """The scheduler's tick. A drain may take many minutes: it runs on its own thread so

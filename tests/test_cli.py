@@ -209,6 +209,20 @@ def test_demo_runs_the_whole_loop_unattended_and_keeps_the_timeline(tmp_path: Pa
     assert "| alice | approval | alice approved kubectl drain gpu-a2" in markdown.stdout
 
 
+def test_the_digest_of_a_demo_run_counts_its_incidents(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'demo.db'}"
+    assert (
+        gpubot("demo", "--pause", "0.3", "--approve-as", "alice", "--store-url", url).returncode
+        == 0
+    )
+    done = gpubot("digest", "--store-url", url, "--tz", "Asia/Shanghai", "--lang", "zh")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("过去 24 小时：新开 "), done.stdout
+    assert "gpu-fell-off-bus" in done.stdout and "█" in done.stdout
+    bad = gpubot("digest", "--store-url", url, "--tz", "Mars/Base")
+    assert bad.returncode == 2 and "unknown time zone 'Mars/Base'" in bad.stderr
+
+
 def test_timeline_of_an_unknown_node_is_a_clear_error(tmp_path: Path) -> None:
     done = gpubot("timeline", "gpu-zz", "--store-url", f"sqlite:///{tmp_path / 'x.db'}")
     assert done.returncode == 2

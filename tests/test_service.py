@@ -18,6 +18,7 @@ from rich.console import Console
 from bot.app import load_ruleset
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, ScheduleSettings, Settings
+from bot.incidents.digest import next_run
 from bot.model import Action, IncidentState, Signal
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
@@ -202,7 +203,7 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     scheduler = Scheduler(bot.service, bot.store.engine, settings)
     scheduler.leading(True)
     try:
-        assert scheduler.jobs() == ["expire_requests", "leader_duties", "sweep"]
+        assert scheduler.jobs() == ["digest", "expire_requests", "leader_duties", "sweep"]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             done = bot.store.execution(drain.id)
@@ -217,10 +218,10 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     # The jobs live in the database: a new leader's scheduler finds them, not copies.
     with bot.store.engine.connect() as connection:
         stored = connection.exec_driver_sql("SELECT id FROM apscheduler_jobs ORDER BY id").all()
-    assert [row[0] for row in stored] == ["expire_requests", "leader_duties", "sweep"]
+    assert [row[0] for row in stored] == ["digest", "expire_requests", "leader_duties", "sweep"]
     again = Scheduler(bot.service, bot.store.engine, settings)
     again.leading(True)
-    assert again.jobs() == ["expire_requests", "leader_duties", "sweep"]
+    assert again.jobs() == ["digest", "expire_requests", "leader_duties", "sweep"]
     again.leading(False)
 
 
@@ -266,3 +267,27 @@ def test_an_alert_about_one_node_neither_resolves_nor_opens_others(bot: Bot) -> 
     opened = bot.service.process([])
     assert bot.store.incident(four.id).state is IncidentState.RESOLVED
     assert [i.node for i in opened] == ["gpu-a3"]
+
+
+def test_the_daily_digest_runs_at_local_time_and_tells_the_channel(bot: Bot) -> None:
+    bot.service.process(bot.alert("xid", "gpu-a2", code=79, gpu=3))
+    told = bot.service.post_digest()
+    assert told[0].startswith("Last 24 hours: 1 opened, 0 resolved"), told
+    assert any("gpu-fell-off-bus" in line and "█" in line for line in told), told
+    assert told[0] in bot.said
+
+    settings = ScheduleSettings(digest_at="09:00", digest_tz="Asia/Shanghai")
+    scheduler = Scheduler(bot.service, bot.store.engine, settings)
+    scheduler.leading(True)
+    try:
+        expected = next_run(datetime.now(UTC), "09:00", "Asia/Shanghai")
+        assert scheduler.next_run_time("digest") == expected
+    finally:
+        scheduler.leading(False)
+    # Turned off: the job kept in the database from before goes too.
+    off = Scheduler(bot.service, bot.store.engine, ScheduleSettings(digest_at=None))
+    off.leading(True)
+    try:
+        assert "digest" not in off.jobs()
+    finally:
+        off.leading(False)
