@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from bot.store.sql import SqlStore
@@ -61,3 +62,15 @@ def open_store(kind: str, tmp_path: Path) -> Iterator[SqlStore]:
             yield store
         finally:
             store.close()
+
+
+_NO_POSTGRES = postgres_answers()
+STORE_KINDS = [
+    "sqlite",
+    pytest.param(
+        "postgresql",
+        marks=pytest.mark.skipif(_NO_POSTGRES is not None, reason=str(_NO_POSTGRES)),
+    ),
+]
+"""`@pytest.fixture(params=STORE_KINDS)`: a test on both stores, PostgreSQL skipped with the
+reason when none answers."""

@@ -18,7 +18,7 @@ from bot.incidents.digest import Digest, build_digest, digest_lines, next_run
 from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, TimelineEntry
 from bot.ports import ExecutionOutcome
 from bot.store.sql import SqlStore
-from tests.stores import open_store, postgres_answers
+from tests.stores import STORE_KINDS, open_store
 from tests.test_executor import make_rig
 from tests.test_store import diagnosis
 
@@ -28,19 +28,10 @@ S = IncidentState
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 BERLIN = ZoneInfo("Europe/Berlin")
 
-_NO_POSTGRES = postgres_answers()
 _ids = itertools.count(1)
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=pytest.mark.skipif(_NO_POSTGRES is not None, reason=str(_NO_POSTGRES)),
-        ),
-    ]
-)
+@pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
     with open_store(request.param, tmp_path) as opened:
         yield opened

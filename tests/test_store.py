@@ -32,23 +32,13 @@ from bot.model import (
 from bot.store import schema
 from bot.store.sql import SqlStore
 from bot.store.tables import metadata
-from tests.stores import open_store, postgres_answers
+from tests.stores import STORE_KINDS, open_store
 
 T0 = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
 S = IncidentState
 
-_NO_POSTGRES = postgres_answers()
 
-
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=pytest.mark.skipif(_NO_POSTGRES is not None, reason=str(_NO_POSTGRES)),
-        ),
-    ]
-)
+@pytest.fixture(params=STORE_KINDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
     with open_store(request.param, tmp_path) as opened:
         yield opened
