@@ -483,6 +483,11 @@ def test_sigkill_mid_drain_then_restart_evicts_every_pod_exactly_once(tmp_path: 
             assert "by gpubot-0" in resumed["text"], resumed
             [result] = [e for e in mine if e["kind"] == "action-result"]
             assert result["data"]["outcome"] == "succeeded"
+            # The message accounts for every pod: evicted now, or already leaving at the kill.
+            evicted_now = len(must_leave) - len(gone_before)
+            assert (
+                f"evicted {evicted_now} pods, {len(gone_before)} already leaving" in result["text"]
+            ), result["text"]
 
             # A second restart repeats nothing. An approval recorded while no replica runs
             # (a drain of gpu-a3) shows the new leader's duties ran: they resume before they

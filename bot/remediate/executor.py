@@ -439,7 +439,11 @@ class Executor:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
             return f"drain incomplete: {removed}/{len(result.plan.pods)} pods left; {stalls}"
         how = "deleted" if request.force else "evicted"
-        return f"drained {node}: {how} {removed} pods in {result.duration_s:.1f} s"
+        # After a restart some pods were already leaving (evicted before the kill): they were
+        # waited for, not evicted again, and the count says so instead of looking short.
+        leaving = len(result.plan.to_remove) - removed
+        already = f", {leaving} already leaving" if leaving > 0 else ""
+        return f"drained {node}: {how} {removed} pods{already} in {result.duration_s:.1f} s"
 
     def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
         """Every blocker, and every quarter of the way: a thread, not a firehose."""
