@@ -160,6 +160,7 @@ class ScheduleSettings(BaseModel):
     leader_duties_s: float = Field(default=2.0, gt=0)
     expiry_s: float = Field(default=30.0, gt=0)
     sweep_s: float = Field(default=300.0, gt=0)
+    drain_watchdog_s: float = Field(default=60.0, gt=0)
     misfire_grace_s: int = Field(default=60, gt=0)
     digest_at: str | None = "09:00"
     """Wall-clock time ("HH:MM") of the daily digest in `digest_tz`; null turns it off."""

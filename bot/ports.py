@@ -203,6 +203,10 @@ class Store(Protocol):
         """Claimed but never finished: what a restart must resume or report."""
         ...
 
+    def set_parent(self, incident_id: str, parent_id: str) -> None:
+        """Groups a node incident under its pool-wide incident."""
+        ...
+
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         """The owner of a running execution says it is alive; False when it no longer owns
         it (taken over, or finished)."""

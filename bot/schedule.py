@@ -1,5 +1,6 @@
 """Scheduled work (APScheduler 3), jobs kept in the store's database so they survive a
-restart: the leader's duties (resume, pick up approvals), approval expiry, sweeps that
+restart: the leader's duties (resume, pick up approvals), approval expiry, the drain
+watchdog (cordoned nodes diagnosed again every minute), sweeps that
 diagnose the whole cluster even when no alert arrives, and the daily digest (a cron trigger
 in the configured zone, so 09:00 stays 09:00 across DST).
 
@@ -46,6 +47,10 @@ def sweep() -> None:
     _current().process([])
 
 
+def drain_watchdog() -> None:
+    _current().watch_drains()
+
+
 def digest() -> None:
     _current().post_digest()
 
@@ -89,6 +94,7 @@ class Scheduler:
                 (leader_duties, s.leader_duties_s),
                 (expire_requests, s.expiry_s),
                 (sweep, s.sweep_s),
+                (drain_watchdog, s.drain_watchdog_s),
             ):
                 scheduler.add_job(
                     f"bot.schedule:{func.__name__}",

@@ -54,10 +54,13 @@ listing every pod of a large cluster for each one was most of the time to a diag
 
 
 def _scope(batch: Sequence[Signal]) -> frozenset[str] | None:
-    nodes = frozenset(s.node for s in batch if s.node)
-    if not batch or len(nodes) > SCOPED_MAX_NODES or any(s.node is None for s in batch):
+    if not batch or any(s.node is None for s in batch):
         return None
-    return nodes
+    return _few(frozenset(s.node for s in batch if s.node))
+
+
+def _few(nodes: frozenset[str]) -> frozenset[str] | None:
+    return nodes if len(nodes) <= SCOPED_MAX_NODES else None
 
 
 class Service:
@@ -136,9 +139,13 @@ class Service:
 
     # ---- processing -----------------------------------------------------------------------
 
-    def process(self, batch: Sequence[Signal]) -> list[Incident]:
+    def process(
+        self, batch: Sequence[Signal], nodes: frozenset[str] | None = None
+    ) -> list[Incident]:
         """Diagnose the cluster with every alert still firing; open, update or resolve
-        incidents; post what is new. Returns the incidents opened or reopened."""
+        incidents; post what is new. Returns the incidents opened or reopened. A pass is
+        about the batch's nodes when it names only a few (or about `nodes` when given, and
+        few enough), else about the whole cluster."""
         for signal in batch:
             if signal.node is None and signal.source == "alertmanager":
                 self.chat.post_notice(
@@ -151,7 +158,7 @@ class Service:
                     f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
                 )
         now = self.clock()
-        scope = _scope(batch)
+        scope = _scope(batch) if nodes is None else _few(nodes)
         snapshot = (
             read_snapshot(self.cluster) if scope is None else read_scoped(self.cluster, scope)
         )
@@ -162,6 +169,7 @@ class Service:
             # Other nodes' facts lack their pods here: their diagnoses wait for a full pass.
             diagnoses = [d for d in diagnoses if d.node is None or d.node in scope]
         opened = []
+        recorded: list[tuple[Diagnosis, Incident]] = []
         for found in diagnoses:
             if self.evidence is not None and found.node:
                 found = found.model_copy(
@@ -170,6 +178,7 @@ class Service:
             incident, new = self.store.record_diagnosis(
                 self.settings.cluster, found, now, self.settings.thresholds.flap_window_s
             )
+            recorded.append((found, incident))
             if not new:
                 continue
             opened.append(incident)
@@ -194,9 +203,36 @@ class Service:
             if ref:
                 self.store.set_chat_ref(incident.id, ref)
             self.on_diagnosis(incident, found)
+        self._group_under_pools(recorded, facts.nodes)
         still = {(d.rule, d.node or d.pool) for d in diagnoses}
         self._resolve_gone(batch, still, facts.nodes, now, scope)
         return opened
+
+    def _group_under_pools(
+        self, recorded: Sequence[tuple[Diagnosis, Incident]], nodes: Mapping[str, NodeFacts]
+    ) -> None:
+        """A pool-wide incident holds the node incidents of its pool: the on-call reads one
+        story, and the timeline of each node says which pool incident it belongs to."""
+        pools = {d.pool: i for d, i in recorded if d.node is None and d.pool}
+        for found, incident in recorded:
+            node = nodes.get(found.node or "")
+            if node is None or not node.pool or node.pool not in pools:
+                continue
+            parent = pools[node.pool]
+            if incident.parent == parent.id:
+                continue
+            self.store.set_parent(incident.id, parent.id)
+            self.store.append(
+                TimelineEntry(
+                    incident=incident.id,
+                    at=self.clock(),
+                    actor=GPUBOT,
+                    kind="note",
+                    text=f"part of pool-wide incident {parent.id} "
+                    f"({parent.rule}, pool {node.pool})",
+                    data={"parent": parent.id},
+                )
+            )
 
     def _resolve_gone(
         self,
@@ -312,6 +348,19 @@ class Service:
             )
             expired.append(done)
         return expired
+
+    def watch_drains(self) -> list[Incident]:
+        """The drain watchdog: every cordoned node looked at again — its pods, what blocks
+        them, how long it has been — so `drain-stuck` is raised while a drain is in progress,
+        ours or a person's, without waiting for an alert or the next full sweep."""
+        cordoned = frozenset(
+            str((node.get("metadata") or {}).get("name") or "")
+            for node in self.cluster.list("Node")
+            if (node.get("spec") or {}).get("unschedulable")
+        )
+        if not cordoned:
+            return []
+        return self.process([], nodes=cordoned)
 
     def post_digest(self, window: timedelta = timedelta(days=1)) -> list[str]:
         """The daily digest to the channel, in the zone the on-call reads clocks in."""

@@ -203,7 +203,13 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     scheduler = Scheduler(bot.service, bot.store.engine, settings)
     scheduler.leading(True)
     try:
-        assert scheduler.jobs() == ["digest", "expire_requests", "leader_duties", "sweep"]
+        assert scheduler.jobs() == [
+            "digest",
+            "drain_watchdog",
+            "expire_requests",
+            "leader_duties",
+            "sweep",
+        ]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             done = bot.store.execution(drain.id)
@@ -218,10 +224,16 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     # The jobs live in the database: a new leader's scheduler finds them, not copies.
     with bot.store.engine.connect() as connection:
         stored = connection.exec_driver_sql("SELECT id FROM apscheduler_jobs ORDER BY id").all()
-    assert [row[0] for row in stored] == ["digest", "expire_requests", "leader_duties", "sweep"]
+    assert [row[0] for row in stored] == [
+        "digest",
+        "drain_watchdog",
+        "expire_requests",
+        "leader_duties",
+        "sweep",
+    ]
     again = Scheduler(bot.service, bot.store.engine, settings)
     again.leading(True)
-    assert again.jobs() == ["digest", "expire_requests", "leader_duties", "sweep"]
+    assert again.jobs() == ["digest", "drain_watchdog", "expire_requests", "leader_duties", "sweep"]
     again.leading(False)
 
 
@@ -291,3 +303,36 @@ def test_the_daily_digest_runs_at_local_time_and_tells_the_channel(bot: Bot) -> 
         assert "digest" not in off.jobs()
     finally:
         off.leading(False)
+
+
+def test_the_drain_watchdog_raises_drain_stuck_without_any_alert(bot: Bot) -> None:
+    """Someone cordoned gpu-a3 and started a drain that a PodDisruptionBudget blocks; no
+    alert fires. The watchdog looks at cordoned nodes: not stuck yet at first, stuck once
+    the threshold has passed."""
+    sim = bot.server.store
+    faults.inject(sim, "pdb-block", "gpu-a3", datetime.now(UTC))
+    faults.cordon(sim, "gpu-a3", datetime.now(UTC))  # kubectl drain: cordon, then evict
+    sim.evict("monitoring", "metrics-agent-gpu-a3-0", {})
+    assert bot.service.watch_drains() == []
+    bot.clock.ahead = timedelta(seconds=bot.service.settings.thresholds.drain_stuck_after_s + 60)
+    opened = bot.service.watch_drains()
+    assert [(i.node, i.rule) for i in opened] == [("gpu-a3", "drain-stuck")]
+    assert bot.said.count("gpu-a3") >= 1
+
+
+def test_a_pool_wide_failure_holds_its_node_incidents(bot: Bot) -> None:
+    batch = [s for node in ("gpu-a1", "gpu-a2", "gpu-a3") for s in bot.alert("zero-capacity", node)]
+    bot.service.process(batch)
+    [pool] = [i for i in bot.store.incidents() if i.node is None]
+    assert pool.rule == "pool-wide-failure"
+    held = sorted(i.node or "" for i in bot.store.incidents() if i.parent == pool.id)
+    assert held == ["gpu-a1", "gpu-a2", "gpu-a3"]
+    [one] = [i for i in bot.store.incidents(node="gpu-a1") if i.parent == pool.id]
+    assert f"part of pool-wide incident {pool.id}" in bot.store.timeline(one.id)[-1].text
+    # Node by node drains are never proposed inside a pool-wide failure.
+    for incident in bot.store.incidents():
+        assert not [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    # Said once: the next pass groups nothing again.
+    bot.service.process([])
+    notes = [e for e in bot.store.timeline(one.id) if "part of pool-wide" in e.text]
+    assert len(notes) == 1
