@@ -8,7 +8,7 @@ cluster rules. The four questions are answered here from the facts, never taken 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from bot.config import Settings
@@ -65,7 +65,11 @@ def diagnose(
     rules: RuleSet,
     settings: Settings,
     lang: Lang | None = None,
+    only_nodes: Collection[str] | None = None,
 ) -> DiagnoseResult:
+    """Every rule over every node (pool-wide rules need them all); with `only_nodes`, the
+    node diagnoses are written out only for those nodes (pool and cluster ones always):
+    building a diagnosis — questions, scope, runbook text — costs more than matching."""
     lang = lang or settings.lang
     result = DiagnoseResult()
     firing = [s for s in signals if s.status == "firing"]
@@ -103,6 +107,12 @@ def diagnose(
 
     scope = _ScopeIndex(cluster, matches)
     for hit in (*matches, *pool_matches, *cluster_matches):
+        if (
+            only_nodes is not None
+            and hit.rule.spec.scope == "node"
+            and hit.subject not in only_nodes
+        ):
+            continue
         subject = cluster.nodes.get(hit.subject or "") if hit.rule.spec.scope == "node" else None
         pool = subject.pool if subject else (hit.subject if hit.rule.spec.scope == "pool" else None)
         halt = subject is not None and (pool, hit.rule.id) in halted

@@ -178,6 +178,10 @@ class Store(Protocol):
 
     def requests(self, incident_id: str) -> list[ActionRequest]: ...
 
+    def incidents_waiting_in_vain(self, now: datetime) -> list[str]:
+        """Ids of incidents awaiting approval whose every request expired undecided."""
+        ...
+
     def requests_to_execute(self, now: datetime) -> list[ActionRequest]:
         """Unexpired requests with a vote and no execution: what the leader picks up."""
         ...

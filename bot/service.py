@@ -17,10 +17,11 @@ from zoneinfo import ZoneInfo
 
 from bot.config import Settings
 from bot.diagnose import diagnose
-from bot.errors import GpubotError
+from bot.errors import GpubotError, StateChanged
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
 from bot.incidents.digest import build_digest, digest_lines
+from bot.incidents.lifecycle import IllegalTransition
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
 from bot.ports import Chat, Cluster, Store
@@ -164,10 +165,9 @@ class Service:
         )
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now)
-        diagnoses = diagnose(facts, signals, self.rules, self.settings).diagnoses
-        if scope is not None:
-            # Other nodes' facts lack their pods here: their diagnoses wait for a full pass.
-            diagnoses = [d for d in diagnoses if d.node is None or d.node in scope]
+        # Other nodes' facts lack their pods in a scoped pass: their diagnoses wait for a
+        # full one.
+        diagnoses = diagnose(facts, signals, self.rules, self.settings, only_nodes=scope).diagnoses
         opened = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         for found in diagnoses:
@@ -330,19 +330,17 @@ class Service:
         """Incidents waiting on requests that have all expired: say so, and stop waiting."""
         now = self.clock()
         expired = []
-        for incident in self.store.incidents(states=[IncidentState.AWAITING_APPROVAL]):
-            requests = self.store.requests(incident.id)
-            if not requests or any(r.expires_at > now for r in requests):
-                continue
-            if any(self.store.execution(r.id) is not None for r in requests):
-                continue
-            done = self.store.transition(
-                incident.id,
-                IncidentState.EXPIRED,
-                GPUBOT,
-                now,
-                "every proposal expired without a decision",
-            )
+        for incident_id in self.store.incidents_waiting_in_vain(now):
+            try:
+                done = self.store.transition(
+                    incident_id,
+                    IncidentState.EXPIRED,
+                    GPUBOT,
+                    now,
+                    "every proposal expired without a decision",
+                )
+            except (StateChanged, IllegalTransition):
+                continue  # decided a moment ago: not expired after all
             self.chat.post_thread(
                 done, "the proposals expired without a decision; ask again with /gpubot"
             )

@@ -336,3 +336,30 @@ def test_a_pool_wide_failure_holds_its_node_incidents(bot: Bot) -> None:
     bot.service.process([])
     notes = [e for e in bot.store.timeline(one.id) if "part of pool-wide" in e.text]
     assert len(notes) == 1
+
+
+def test_a_webhook_about_one_node_still_sees_the_whole_pool(bot: Bot) -> None:
+    """Two nodes lost their GPUs without an alert; the third one's alert arrives. The pass
+    is about gpu-a3 alone, yet the pool-wide rule counts all three: the on-call hears of a
+    pool failure, not of one node, and gpu-a3 is not offered a drain of its own."""
+    for node in ("gpu-a1", "gpu-a2", "gpu-a3"):
+        faults.inject(bot.server.store, "zero-capacity", node, datetime.now(UTC))
+    # What our shipped GPUCapacityZero rule sends through Alertmanager, for gpu-a3 only.
+    started = datetime.now(UTC)
+    alert = Signal(
+        source="alertmanager",
+        name="GPUCapacityZero",
+        node="gpu-a3",
+        labels={"alertname": "GPUCapacityZero", "node": "gpu-a3"},
+        starts_at=started,
+        fingerprint="cap0-a3",
+    )
+    assert bot.store.add_signals([alert], started) == [True]
+    opened = bot.service.process([alert])
+    assert sorted((i.node or f"pool {i.pool}", i.rule) for i in opened) == [
+        ("gpu-a3", "gpu-capacity-zero"),
+        ("pool a100-east", "pool-wide-failure"),
+    ]
+    assert bot.store.incidents(node="gpu-a1") == []
+    [three] = bot.store.incidents(node="gpu-a3")
+    assert not [r for r in bot.store.requests(three.id) if r.action is Action.DRAIN]

@@ -395,3 +395,26 @@ def test_an_older_schema_is_refused_until_upgraded(tmp_path: Path) -> None:
     schema.upgrade(engine)
     engine.dispose()
     SqlStore.open(url).close()
+
+
+def test_incidents_waiting_in_vain_are_those_whose_every_request_expired_undecided(
+    store: SqlStore,
+) -> None:
+    def waiting(node: str) -> str:
+        incident, _ = store.record_diagnosis("prod", diagnosis(node=node), T0, 3600)
+        store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", T0)
+        store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", T0)
+        return incident.id
+
+    expired, decided, live, none = (waiting(n) for n in ("gpu-a1", "gpu-a2", "gpu-a3", "gpu-a4"))
+    store.add_request(request_for(expired, "r-expired"))
+    store.add_request(request_for(decided, "r-decided"))
+    assert store.claim_execution("r-decided", "bob", T0)
+    store.finish_execution("r-decided", "denied", "not now", T0)
+    store.add_request(request_for(live, "r-old"))
+    longer = request_for(live, "r-new").model_copy(update={"expires_at": T0 + timedelta(days=1)})
+    store.add_request(longer)
+    assert store.incidents_waiting_in_vain(T0) == []
+    later = T0 + timedelta(minutes=31)
+    assert store.incidents_waiting_in_vain(later) == [expired]
+    assert none not in store.incidents_waiting_in_vain(later + timedelta(days=2))

@@ -136,6 +136,10 @@ class Store:
         self._history: deque[WatchEvent] = deque(maxlen=history)
         self._key_index: dict[ResourceType, list[tuple[str, str]]] = {}
         """Sorted keys per resource for paging, dropped whenever one is added or removed."""
+        self._pods_by_node: dict[str, list[tuple[str, str]]] | None = None
+        """Sorted pod keys per `spec.nodeName` ("" for unbound), dropped on any pod write:
+        kube-apiserver indexes pods by node name for the same field selector (kubelets and
+        drains ask it constantly), so a list by node costs what the node holds."""
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []
@@ -149,6 +153,8 @@ class Store:
     def _bump(self, event_type: str, resource: ResourceType, obj: Json) -> None:
         if event_type != "MODIFIED":
             self._key_index.pop(resource, None)
+        if resource.kind == "Pod":
+            self._pods_by_node = None
         self.resource_version = next(self._rv)
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
         self._history.append(
@@ -350,6 +356,16 @@ class Store:
         items, rv, _ = self.list_page(resource, namespace, label_selector, field_selector)
         return items, rv
 
+    def _pod_keys_on(self, node: str) -> builtins.list[tuple[str, str]]:
+        if self._pods_by_node is None:
+            index: dict[str, builtins.list[tuple[str, str]]] = {}
+            pods = self._objects[BY_KIND["Pod"]]
+            for key in self._sorted_keys(BY_KIND["Pod"]):
+                bound = str((pods[key].get("spec") or {}).get("nodeName") or "")
+                index.setdefault(bound, []).append(key)
+            self._pods_by_node = index
+        return self._pods_by_node.get(node, [])
+
     def _sorted_keys(self, resource: ResourceType) -> builtins.list[tuple[str, str]]:
         keys = self._key_index.get(resource)
         if keys is None:
@@ -376,6 +392,9 @@ class Store:
         following: tuple[str, str] | None = None
         with self._lock:
             keys = self._sorted_keys(resource)
+            node = _node_name_wanted(fields) if resource.kind == "Pod" else None
+            if node is not None:
+                keys = self._pod_keys_on(node)
             start = bisect.bisect_right(keys, after) if after else 0
             objects = self._objects[resource]
             for key in itertools.islice(keys, start, None):
@@ -576,3 +595,12 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
         share = int(value[:-1]) * total
         return -(-share // 100) if round_up else share // 100
     return int(value)
+
+
+def _node_name_wanted(fields: FieldSelector) -> str | None:
+    """The node a pod field selector pins with `spec.nodeName=X` (X may be ""), if any: the
+    other requirements are still checked on each pod of that node."""
+    for requirement in fields.requirements:
+        if requirement.field == "spec.nodeName" and requirement.operator == "=":
+            return requirement.value
+    return None

@@ -622,6 +622,31 @@ class SqlStore:
             )
         return [ActionRequest.model_validate(p) for p in payloads]
 
+    def incidents_waiting_in_vain(self, now: datetime) -> list[str]:
+        """Incidents awaiting approval whose every request has expired undecided (no
+        execution, no denial): one query, however many incidents wait."""
+        live_or_decided = (
+            sa.select(requests.c.incident_id)
+            .where(
+                (requests.c.expires_at > now)
+                | sa.exists().where(executions.c.request_id == requests.c.id)
+            )
+            .scalar_subquery()
+        )
+        any_request = sa.exists().where(requests.c.incident_id == incidents.c.id)
+        query = (
+            sa.select(incidents.c.id)
+            .where(
+                (incidents.c.state == IncidentState.AWAITING_APPROVAL.value)
+                & any_request
+                & incidents.c.id.not_in(live_or_decided)
+            )
+            .order_by(incidents.c.id)
+        )
+        with self._tx() as tx:
+            found: list[int] = list(tx.scalars(query))
+        return [str(i) for i in found]
+
     def requests_to_execute(self, now: datetime) -> list[ActionRequest]:
         """Unexpired requests with at least one vote and no execution yet."""
         voted = sa.select(votes.c.request_id).where(votes.c.request_id == requests.c.id).exists()
