@@ -245,10 +245,15 @@ def test_uncordon_is_refused_until_the_gate_passes(rig: Rig) -> None:
     gate = [e for e in rig.store.timeline(rig.incident) if e.kind == "gate"]
     assert gate and gate[-1].data["passed"] is False
 
-    # propose() does not even offer it while the gate fails.
+    # propose() does not offer a plain uncordon while the gate fails: only "uncordon
+    # anyway", which names what failed and needs its own two approvers.
     facts = rig.executor.read_facts("gpu-a3")
-    offered = rig.executor.propose(rig.incident, _with_proposal(Action.UNCORDON), facts)
-    assert offered == []
+    [offered] = rig.executor.propose(rig.incident, _with_proposal(Action.UNCORDON), facts)
+    assert offered.action is Action.UNCORDON and offered.override_gate
+    assert offered.risk.startswith("The health gate did not pass (")
+    assert "gpu" in offered.risk.lower()
+    assert rig.executor.approve(offered.id, "dave").status == "need-another"
+    assert rig.cordoned("gpu-a3")
 
 
 def test_uncordon_anyway_needs_its_own_two_approvers(rig: Rig) -> None:

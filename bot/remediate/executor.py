@@ -167,6 +167,21 @@ class Executor:
                 result = self.gate(node, facts)
                 self._record_gate(incident, result)
                 if not result.passed:
+                    # Not an uncordon, but the way out a person may still choose: "uncordon
+                    # anyway", with its own approvers (two by default) and the failing checks
+                    # as its risk. Without it a node whose gate cannot be evaluated (no
+                    # Prometheus) could only come back by hand, outside the record.
+                    failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
+                    made.append(
+                        self.request(
+                            Action.UNCORDON,
+                            node,
+                            incident,
+                            requested_by,
+                            override_gate=True,
+                            gate_failures=failing,
+                        )
+                    )
                     continue
             request = self.request(
                 proposal.action, node, incident, requested_by, force=proposal.force
@@ -187,11 +202,17 @@ class Executor:
         force: bool = False,
         delete_emptydir_data: bool = False,
         override_gate: bool = False,
+        gate_failures: str = "",
     ) -> ActionRequest:
         """A new request, stored and in the timeline; also what a slash command makes."""
         now = self.clock()
         policy = self.settings.remediation
         risk = ""
+        if override_gate:
+            risk = (
+                f"The health gate did not pass ({gate_failures or 'see the timeline'}): "
+                "the node goes back into service anyway."
+            )
         if action in (Action.DRAIN, Action.CORDON):
             pods = self.cluster.list("Pod", field_selector=f"spec.nodeName={node.name}")
             risk = checkpoint_risk(
