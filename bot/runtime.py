@@ -195,6 +195,7 @@ def build_replica(
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence_lines,
     )
+    executor.notify = service.on_timeline  # drain progress into the incident's thread
     scheduler = Scheduler(service, store.engine, settings.schedule)
     slack = _slack_parts(settings, outgoing, service) if outgoing else None
 

@@ -314,6 +314,18 @@ class Service:
         self._tell(request_id, outcome)
         return outcome
 
+    def on_timeline(self, entry: TimelineEntry) -> None:
+        """The executor's notify: an action's start and progress ("evicted 37/110", "blocked
+        ... by PDB train-job-pdb") go to the incident's thread as they happen; its result is
+        told once it returns (`_tell`)."""
+        if entry.kind not in ("action-start", "action-progress"):
+            return
+        try:
+            incident = self.store.incident(entry.incident)
+        except GpubotError:
+            return
+        self.chat.post_thread(incident, entry.text)
+
     def _tell(self, request_id: str, outcome: Outcome) -> None:
         """Into the incident's thread go decisions and results; a refused or repeated click
         is the clicker's business (the chat answers them privately), not the channel's."""

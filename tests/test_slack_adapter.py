@@ -233,6 +233,7 @@ def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
             executor=executor,
             clock=now,
         )
+        executor.notify = service.on_timeline  # as bot/runtime.py wires it
         gate = Gate(service)
         interactions = SlackInteractions(gate, chat, slack, client=client, lang=settings.lang)
         app = Starlette(routes=build_slack_routes(interactions))
@@ -295,7 +296,12 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     assert (DENY_ACTION, drain.id) not in _buttons(blocks)
     assert "approved by <@U0ALICE> and <@U0BOB>" in _texts(blocks)
     assert (SNOOZE_ACTION, incident.id) in _buttons(blocks)  # the incident row stays
-    assert any(line.startswith("drained gpu-a2") for line in rig.thread(message))
+    thread = rig.thread(message)
+    started = next(i for i, t in enumerate(thread) if t.startswith("running `kubectl drain gpu-a2"))
+    progress = [i for i, t in enumerate(thread) if t.startswith("evicted ")]
+    done = next(i for i, t in enumerate(thread) if t.startswith("drained gpu-a2"))
+    assert progress and started < min(progress) and max(progress) < done, thread
+    assert thread[max(progress)] == "evicted 2/2", thread
 
 
 def test_a_stranger_is_told_who_may_approve_and_nothing_changes(rig: Rig) -> None:
