@@ -211,6 +211,30 @@ def test_an_over_budget_drain_is_refused_even_when_approved(rig: Rig) -> None:
     assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
 
 
+def test_two_cordons_approved_at_the_same_moment_do_not_both_fit_the_budget(rig: Rig) -> None:
+    """The pool's budget is one node. Two people approve cordons of two nodes at once (two
+    Slack worker threads): each reads the pool before the other cordons, so only a lock
+    around "read, check the budget, cordon" keeps the second out."""
+    first, second = rig.request(Action.CORDON, "gpu-a1"), rig.request(Action.CORDON, "gpu-a3")
+    barrier = threading.Barrier(2)
+    outcomes: dict[str, str] = {}
+
+    def approve(request: str, who: str) -> None:
+        barrier.wait()
+        outcomes[request] = rig.executor.approve(request, who).status
+
+    threads = [
+        threading.Thread(target=approve, args=(first, "alice")),
+        threading.Thread(target=approve, args=(second, "bob")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(outcomes.values()) == ["acted", "refused"], outcomes
+    assert [rig.cordoned(n) for n in ("gpu-a1", "gpu-a3")].count(True) == 1
+
+
 def test_no_force_delete_without_a_force_approval(rig: Rig) -> None:
     rig.server.store.patch(
         BY_KIND["PodDisruptionBudget"],

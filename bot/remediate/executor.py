@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
 from bot.config import Settings
@@ -94,6 +94,7 @@ class Executor:
         )
         self._running: set[str] = set()
         self._running_lock = threading.Lock()
+        self._taking_out = threading.Lock()
 
     @contextmanager
     def _owning(self, request_id: str) -> Iterator[None]:
@@ -327,7 +328,9 @@ class Executor:
         self._note(request.incident, kind, message, request=request.id, outcome=outcome)
         return Outcome(request.id, status, message)
 
-    def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
+    def _check(self, request: ActionRequest, approvers: list[str]) -> Outcome | None:
+        """Everything that may still refuse an approved action, then its start in the
+        record; None when it may go ahead."""
         try:
             facts = self.read_facts(request.node)
         except GpubotError as exc:
@@ -374,8 +377,24 @@ class Executor:
             f"running `{command_for(request)}` (approved by {', '.join(approvers)})",
             request=request.id,
         )
+        return None
+
+    def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
+        taking_out = request.action in (Action.CORDON, Action.DRAIN)
+        # Invariant 4 across threads: two approvals at once must not both read a pool with
+        # room for one node and both cordon. From the read to the cordon is one step.
+        with self._taking_out if taking_out else nullcontext():
+            refused = self._check(request, approvers)
+            if refused is not None:
+                return refused
+            cordoned = None
+            if taking_out:
+                try:
+                    cordoned = cordon(self.cluster, request.node).changed
+                except GpubotError as exc:
+                    return self._fail(request, f"{command_for(request)} failed: {exc}")
         try:
-            message = self._act(request, approvers)
+            message = self._act(request, approvers, cordoned)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed: {exc}")
         if message.startswith("drain incomplete") or message.startswith("drain refused"):
@@ -424,10 +443,13 @@ class Executor:
             },
         )
 
-    def _act(self, request: ActionRequest, approvers: list[str]) -> str:
+    def _act(
+        self, request: ActionRequest, approvers: list[str], cordoned: bool | None = None
+    ) -> str:
+        """`cordoned`: whether `_run` just cordoned the node (None: not done yet, a resume)."""
         node = request.node
         if request.action is Action.CORDON:
-            changed = cordon(self.cluster, node).changed
+            changed = cordoned if cordoned is not None else cordon(self.cluster, node).changed
             self._mark(request, approvers)
             return f"cordoned {node}" if changed else f"{node} was already cordoned"
         if request.action is Action.UNCORDON:
