@@ -48,6 +48,9 @@ EvidenceLines = Callable[[str], list[str]]
 """node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
 
 
+MAX_ACTIONS = 4
+"""Actions the leader's duties run at once."""
+
 SCOPED_MAX_NODES = 8
 """Up to this many nodes in a batch, read only what their facts need (every node, their pods
 and events); more, or a sweep, reads the whole cluster. A webhook is about a few nodes, and
@@ -90,7 +93,8 @@ class Service:
         self.evidence = evidence
         self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
         self._queue: queue.Queue[list[Signal] | None] = queue.Queue()
-        self._duties = threading.Lock()
+        self._in_flight: set[str] = set()
+        self._in_flight_lock = threading.Lock()
         self._worker: threading.Thread | None = None
 
     # ---- intake ---------------------------------------------------------------------------
@@ -382,21 +386,33 @@ class Service:
         return told
 
     def run_leader_duties_in_background(self) -> None:
-        """The scheduler's tick. A drain may take many minutes: it runs on its own thread so
-        the tick returns at once; a tick while one runs does nothing (the running one will
-        look again when it is done)."""
-        if not self._duties.acquire(blocking=False):
+        """The scheduler's tick: each pending action on a worker of its own, so the tick
+        returns at once and a drain of many minutes holds up neither the next tick nor an
+        approved cordon elsewhere. The blast radius stays whole: the executor takes nodes
+        out one at a time. An action already handed to a worker is not handed again."""
+        if not self.is_leader():
             return
+        for request_id in self.executor.pending():
+            with self._in_flight_lock:
+                if request_id in self._in_flight or len(self._in_flight) >= MAX_ACTIONS:
+                    continue  # running already, or every worker busy: the next tick
+                self._in_flight.add(request_id)
+            # Daemon threads: stopping the process must not wait for a drain; its heartbeat
+            # stops with it and the next leader takes the drain over.
+            threading.Thread(
+                target=self._duty, args=(request_id,), name=f"action-{request_id}", daemon=True
+            ).start()
 
-        def run() -> None:
-            try:
-                self.run_leader_duties()
-            except Exception:
-                log.exception("the leader's duties failed")
-            finally:
-                self._duties.release()
-
-        threading.Thread(target=run, name="leader-duties", daemon=True).start()
+    def _duty(self, request_id: str) -> None:
+        try:
+            outcome = self.executor.run_pending(request_id)
+            if outcome is not None:
+                self._tell(request_id, outcome)
+        except Exception:
+            log.exception("the leader's duty for request %s failed", request_id)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(request_id)
 
     def run_leader_duties(self) -> list[Outcome]:
         """On the leader, every few seconds: resume what a dead process left half done, and

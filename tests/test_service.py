@@ -17,7 +17,14 @@ from rich.console import Console
 
 from bot.app import load_ruleset
 from bot.chat.console import ConsoleChat
-from bot.config import ActionPolicy, ApprovalPolicy, Remediation, ScheduleSettings, Settings
+from bot.config import (
+    ActionPolicy,
+    ApprovalPolicy,
+    BlastRadius,
+    Remediation,
+    ScheduleSettings,
+    Settings,
+)
 from bot.incidents.digest import next_run
 from bot.model import Action, IncidentState, Signal
 from bot.remediate.executor import Executor
@@ -363,3 +370,43 @@ def test_a_webhook_about_one_node_still_sees_the_whole_pool(bot: Bot) -> None:
     assert bot.store.incidents(node="gpu-a1") == []
     [three] = bot.store.incidents(node="gpu-a3")
     assert not [r for r in bot.store.requests(three.id) if r.action is Action.DRAIN]
+
+
+def test_a_long_drain_does_not_hold_up_the_next_approved_action(bot: Bot) -> None:
+    """Approvals recorded on a follower run on the leader's ticks. A drain blocked by a PDB
+    runs for a while; a cordon approved meanwhile (the budget allows both nodes) is done
+    without waiting for the drain to give up."""
+    remediation = bot.service.settings.remediation
+    remediation.drain_timeout_s = 4
+    remediation.blast_radius = BlastRadius(max_nodes=2, max_share=0.5)
+    [incident] = [
+        i for i in bot.service.process(bot.alert("xid", "gpu-a2", code=79, gpu=3)) if i.node
+    ]
+    [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
+    faults.inject(bot.server.store, "pdb-block", "gpu-a2", datetime.now(UTC))
+    four = bot.service.executor.read_facts("gpu-a4").nodes["gpu-a4"]
+    cordon = bot.service.executor.request(Action.CORDON, four, None, "carol")
+    bot.leader[0] = False
+    assert bot.service.approve(drain.id, "alice").status == "recorded"
+    assert bot.service.approve(cordon.id, "bob").status == "recorded"
+    bot.leader[0] = True
+
+    def finished(request_id: str) -> bool:
+        done = bot.store.execution(request_id)
+        return done is not None and done.finished_at is not None
+
+    bot.service.run_leader_duties_in_background()
+    deadline = time.monotonic() + 10
+    while not finished(cordon.id) and time.monotonic() < deadline:
+        bot.service.run_leader_duties_in_background()  # ticks hand nothing out twice
+        time.sleep(0.05)
+    assert finished(cordon.id)
+    assert not finished(drain.id)  # still waiting on the PDB
+    cordoned = bot.store.execution(cordon.id)
+    assert cordoned is not None and cordoned.outcome == "succeeded", cordoned
+    assert bot.server.store.get(BY_KIND["Node"], "", "gpu-a4")["spec"]["unschedulable"] is True
+    while not finished(drain.id) and time.monotonic() < deadline + 10:
+        time.sleep(0.1)
+    done = bot.store.execution(drain.id)
+    assert done is not None and done.outcome == "failed" and "drain incomplete" in done.detail
+    assert bot.server.store.evictions.count(("ml", "train-llm-0-worker-1")) == 0

@@ -29,7 +29,7 @@ from bot.model import (
     NodeFacts,
     TimelineKind,
 )
-from bot.ports import Cluster, ExecutionOutcome, Store
+from bot.ports import Cluster, Execution, ExecutionOutcome, Store
 from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request
 from bot.remediate.blast_radius import check_budget
 from bot.remediate.checkpoints import checkpoint_risk
@@ -489,10 +489,17 @@ class Executor:
         return f"drained {node}: {how} {removed} pods{already} in {result.duration_s:.1f} s"
 
     def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
-        """Every blocker, and every quarter of the way: a thread, not a firehose."""
+        """Every blocker, and every quarter of the way: a thread, not a firehose. Evictions
+        finish on several threads at once; a count lower than one already told is dropped,
+        so the thread never reads "evicted 2/2" before "evicted 1/2"."""
         reported: set[int] = set()
+        lock = threading.Lock()
 
         def report(progress: DrainProgress) -> None:
+            with lock:
+                tell(progress)
+
+        def tell(progress: DrainProgress) -> None:
             if progress.event in ("blocked", "stalled"):
                 self._note(
                     request.incident,
@@ -504,7 +511,7 @@ class Executor:
                 )
                 return
             quarter = (4 * progress.done) // max(progress.total, 1)
-            if progress.event == "gone" and quarter not in reported and quarter > 0:
+            if progress.event == "gone" and quarter > max(reported, default=0):
                 reported.add(quarter)
                 self._note(
                     request.incident,
@@ -524,27 +531,62 @@ class Executor:
         again. Every action is idempotent — a cordon twice is one cordon, and a drain evicts
         only pods still on the node — so resuming repeats no eviction of a gone pod."""
         outcomes = []
+        for unfinished in self.store.unfinished_executions():
+            outcome = self._resume(unfinished)
+            if outcome is not None:
+                outcomes.append(outcome)
+        return outcomes
+
+    def pending(self) -> list[str]:
+        """What the leader's duties would run now, by request id: executions whose owner
+        stopped beating (or that this process' earlier life left), then approvals recorded
+        elsewhere and not yet executed. Each is run by `run_pending`."""
         now = self.clock()
         stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
-        for unfinished in self.store.unfinished_executions():
-            with self._running_lock:
-                if unfinished.request_id in self._running:
-                    continue  # running here right now, e.g. a drain started by a click
-            if not self.store.take_over_execution(
-                unfinished.request_id, self.executor_id, now, stale_before
-            ):
-                continue  # its owner is alive (heartbeat fresh) or another took it over
-            request = self.store.request(unfinished.request_id)
-            self._note(
-                request.incident,
-                "note",
-                f"resuming `{command_for(request)}` after a restart "
-                f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
-                request=request.id,
-            )
-            with self._owning(request.id):
-                outcomes.append(self._resume_one(request))
-        return outcomes
+        with self._running_lock:
+            running = set(self._running)
+        ids = [
+            u.request_id
+            for u in self.store.unfinished_executions()
+            if u.request_id not in running
+            and (u.executor == self.executor_id or (u.heartbeat_at or u.started_at) < stale_before)
+        ]
+        ids += [
+            r.id
+            for r in self.store.requests_to_execute(now)
+            if self._recorded_approval(r) is not None
+        ]
+        return ids
+
+    def run_pending(self, request_id: str) -> Outcome | None:
+        """Resume or execute one of `pending()`; None when someone else got to it first."""
+        execution = self.store.execution(request_id)
+        if execution is None:
+            return self.execute(request_id)
+        if execution.finished_at is not None:
+            return None
+        return self._resume(execution)
+
+    def _resume(self, unfinished: Execution) -> Outcome | None:
+        now = self.clock()
+        stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
+        with self._running_lock:
+            if unfinished.request_id in self._running:
+                return None  # running here right now, e.g. a drain started by a click
+        if not self.store.take_over_execution(
+            unfinished.request_id, self.executor_id, now, stale_before
+        ):
+            return None  # its owner is alive (heartbeat fresh) or another took it over
+        request = self.store.request(unfinished.request_id)
+        self._note(
+            request.incident,
+            "note",
+            f"resuming `{command_for(request)}` after a restart "
+            f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
+            request=request.id,
+        )
+        with self._owning(request.id):
+            return self._resume_one(request)
 
     def _resume_one(self, request: ActionRequest) -> Outcome:
         approvers = self._approvers(request.id)
