@@ -103,8 +103,12 @@ class Metrics(Protocol):
         ...
 
 
-ExecutionOutcome = Literal["running", "succeeded", "failed", "refused", "dry-run", "denied"]
-"""`denied`: a person said no; the row then holds who (`executor`) and why (`detail`)."""
+ExecutionOutcome = Literal[
+    "running", "acting", "succeeded", "failed", "refused", "dry-run", "denied"
+]
+"""`running`: claimed, being checked; `acting`: past every check, writing to the cluster (only
+these are resumed after a crash); `denied`: a person said no, the row holding who
+(`executor`) and why (`detail`)."""
 
 
 class Execution(Protocol):
@@ -209,6 +213,15 @@ class Store(Protocol):
 
     def set_parent(self, incident_id: str, parent_id: str) -> None:
         """Groups a node incident under its pool-wide incident."""
+        ...
+
+    def mark_acting(self, request_id: str, executor: str) -> None:
+        """Every check passed: from here on the action may be resumed after a crash."""
+        ...
+
+    def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
+        """A person's no, stored finished in one statement: False when the request was
+        already decided (executed or denied)."""
         ...
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:

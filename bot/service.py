@@ -23,6 +23,7 @@ from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
 from bot.incidents.digest import build_digest, digest_lines
 from bot.incidents.lifecycle import IllegalTransition
 from bot.incidents.summary import summarize, summary_lines
+from bot.kubeobjects import name_of
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
 from bot.ports import Chat, Cluster, Store
 from bot.remediate.decisions import Outcome
@@ -167,6 +168,11 @@ class Service:
         snapshot = (
             read_snapshot(self.cluster) if scope is None else read_scoped(self.cluster, scope)
         )
+        if scope is not None and not scope <= {name_of(n) for n in snapshot.nodes}:
+            # An alert named its node by something else (an `instance` IP): which node it
+            # means is only known after reading every node, so this pass reads everything.
+            scope = None
+            snapshot = read_snapshot(self.cluster)
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now)
         # Other nodes' facts lack their pods in a scoped pass: their diagnoses wait for a

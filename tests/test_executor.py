@@ -338,9 +338,10 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     request = rig.request(Action.DRAIN)
     rig.executor.approve(request, "alice")
     rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
-    # The process claimed the execution and died before acting: while its heartbeat is
+    # The process passed its checks, began the drain and died: while its heartbeat is
     # fresh it counts as alive and nothing is resumed; once stale, the leader takes over.
     assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    rig.store.mark_acting(request, "dead-replica")
     assert rig.executor.resume() == []
     assert rig.server.store.evictions == []
     rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
@@ -355,6 +356,31 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     assert any(t.startswith("resuming `kubectl drain gpu-a3") for t in kinds)
     taken = rig.store.execution(request)
     assert taken is not None and taken.executor == rig.executor.executor_id
+
+
+def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> None:
+    """Claimed, then the process died before the facts, budget and gate were checked: the
+    new leader must not act on the old claim. It checks again, and here the budget is gone
+    (someone cordoned gpu-a1 by hand meanwhile): refused, gpu-a3 untouched."""
+    request = rig.request(Action.CORDON)
+    rig.executor.approve(request, "alice", execute=False)
+    assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    cordon(rig.cluster, "gpu-a1")
+    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.executor.resume()
+    assert outcome.status == "refused", outcome
+    assert not rig.cordoned("gpu-a3")
+    texts = [e.text for e in rig.store.timeline(rig.incident)]
+    assert any("again from its checks: dead-replica stopped before acting" in t for t in texts)
+
+
+def test_a_denial_is_never_an_orphan_to_resume(rig: Rig) -> None:
+    request = rig.request(Action.CORDON)
+    rig.executor.deny(request, "bob", "not during the training run")
+    assert rig.store.unfinished_executions() == []
+    rig.clock.now += timedelta(hours=1)
+    assert rig.executor.pending() == [] and rig.executor.resume() == []
+    assert not rig.cordoned("gpu-a3")
 
 
 def test_an_action_running_in_this_process_is_not_resumed_beside_itself(rig: Rig) -> None:

@@ -31,7 +31,7 @@ from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
 from bot.schedule import Scheduler
 from bot.service import Service
-from bot.sim import faults
+from bot.sim import faults, objects
 from bot.sim.store import BY_KIND
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
@@ -410,3 +410,40 @@ def test_a_long_drain_does_not_hold_up_the_next_approved_action(bot: Bot) -> Non
     done = bot.store.execution(drain.id)
     assert done is not None and done.outcome == "failed" and "drain incomplete" in done.detail
     assert bot.server.store.evictions.count(("ml", "train-llm-0-worker-1")) == 0
+
+
+def test_an_alert_naming_its_node_by_ip_is_diagnosed_at_once(bot: Bot) -> None:
+    """dcgm-exporter scraped without relabelling names the node only as `instance`
+    (IP:port): the pass cannot be about "10.0.0.x" alone, it reads every node and finds
+    which one the address belongs to."""
+    faults.inject(bot.server.store, "xid", "gpu-a2", datetime.now(UTC), code=79, gpu=3)
+    address = f"{objects.node_ip('gpu-a2')}:9400"
+    started = datetime.now(UTC)
+    [alert] = signals_from_payload(
+        validate_payload(
+            {
+                "version": "4",
+                "status": "firing",
+                "receiver": "gpubot",
+                "groupKey": "{}:{}",
+                "alerts": [
+                    {
+                        "status": "firing",
+                        "labels": {
+                            "alertname": "GPUXidError",
+                            "xid": "79",
+                            "gpu": "3",
+                            "instance": address,
+                        },
+                        "startsAt": started.isoformat(),
+                        "fingerprint": "by-ip",
+                    }
+                ],
+            }
+        ),
+        bot.service.settings.node_labels,
+    )
+    assert alert.node == address.split(":")[0]
+    assert bot.store.add_signals([alert], started) == [True]
+    opened = bot.service.process([alert])
+    assert [(i.node, i.rule) for i in opened] == [("gpu-a2", "gpu-fell-off-bus")]

@@ -414,7 +414,37 @@ def test_incidents_waiting_in_vain_are_those_whose_every_request_expired_undecid
     store.add_request(request_for(live, "r-old"))
     longer = request_for(live, "r-new").model_copy(update={"expires_at": T0 + timedelta(days=1)})
     store.add_request(longer)
+    # A live ad-hoc request (`/gpubot cordon`, no incident) must not hide the others.
+    adhoc = request_for(live, "r-adhoc").model_copy(
+        update={"incident": None, "expires_at": T0 + timedelta(days=1)}
+    )
+    store.add_request(adhoc)
     assert store.incidents_waiting_in_vain(T0) == []
     later = T0 + timedelta(minutes=31)
     assert store.incidents_waiting_in_vain(later) == [expired]
     assert none not in store.incidents_waiting_in_vain(later + timedelta(days=2))
+
+
+def test_a_denial_is_one_finished_row_that_no_claim_can_follow(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.add_request(request_for(incident.id))
+    assert store.record_denial("r1", "bob", "training finishes at 04:00", T0)
+    assert not store.record_denial("r1", "carol", "me too", T0)
+    assert store.unfinished_executions() == []
+    denied = store.execution("r1")
+    assert denied is not None and (denied.outcome, denied.executor) == ("denied", "bob")
+    assert denied.finished_at == T0 and denied.detail == "training finishes at 04:00"
+    assert not store.claim_execution("r1", "leader", T0)
+    assert not store.take_over_execution("r1", "leader", T0, T0 + timedelta(days=1))
+
+
+def test_only_an_execution_past_its_checks_is_marked_acting_by_its_owner(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.add_request(request_for(incident.id))
+    assert store.claim_execution("r1", "replica-0", T0)
+    store.mark_acting("r1", "replica-1")  # not its owner: nothing changes
+    [running] = store.unfinished_executions()
+    assert running.outcome == "running"
+    store.mark_acting("r1", "replica-0")
+    [acting] = store.unfinished_executions()
+    assert acting.outcome == "acting"

@@ -5,7 +5,8 @@ Nothing here touches the cluster, so every path a decision can come by shares it
 click on any replica, `gpubot approve` on a laptop, and the executor itself. Acting on an
 approval is the executor's job and nobody else's.
 
-A denial is stored as the request's execution with outcome `denied`: the same uniqueness
+A denial is stored as the request's execution with outcome `denied`, finished in the same
+statement that creates it: the same uniqueness
 constraint that makes an approval act at most once then makes a later approval impossible,
 and a denial racing an approval is decided by whichever claims the row first.
 """
@@ -168,12 +169,12 @@ class Decisions:
         except NotFound:
             return Outcome(request_id, "not-allowed", "no such request")
         now = self.clock()
-        if not self.store.claim_execution(request_id, who, now):
+        # One statement, born finished: never a half-written row a restart could "resume".
+        if not self.store.record_denial(request_id, who, reason or "no reason given", now):
             done = self.store.execution(request_id)
             if done is not None and done.outcome == "denied":
                 return Outcome(request_id, "duplicate", f"already denied by {done.executor}")
             return Outcome(request_id, "duplicate", "already decided and acted on")
-        self.store.finish_execution(request_id, "denied", reason or "no reason given", now)
         self.note(
             request.incident,
             "denial",

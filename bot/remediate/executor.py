@@ -96,12 +96,23 @@ class Executor:
         self._running_lock = threading.Lock()
         self._taking_out = threading.Lock()
 
+    def _reserve(self, request_id: str) -> bool:
+        """Marks an action as this process' own before it is claimed or taken over, so a
+        leader tick in between cannot take it for an orphan; False when already here."""
+        with self._running_lock:
+            if request_id in self._running:
+                return False
+            self._running.add(request_id)
+            return True
+
+    def _release(self, request_id: str) -> None:
+        with self._running_lock:
+            self._running.discard(request_id)
+
     @contextmanager
     def _owning(self, request_id: str) -> Iterator[None]:
-        """While an action runs here: other calls in this process leave it alone, and a
-        heartbeat tells other processes it is alive."""
-        with self._running_lock:
-            self._running.add(request_id)
+        """While an action runs here (reserved by the caller): a heartbeat tells other
+        processes it is alive; the reservation ends with it."""
         stop = threading.Event()
         every = self.settings.remediation.execution_stale_s / 3
 
@@ -119,8 +130,7 @@ class Executor:
             yield
         finally:
             stop.set()
-            with self._running_lock:
-                self._running.discard(request_id)
+            self._release(request_id)
 
     # ---- the timeline ---------------------------------------------------------------------
 
@@ -302,16 +312,21 @@ class Executor:
             # Invariant 1: whoever calls this, the store must hold approvals that satisfy
             # the policy for exactly this request.
             return Outcome(request_id, "not-allowed", "no recorded approval allows this")
-        if not self.store.claim_execution(request_id, self.executor_id, now):
-            done = self.store.execution(request_id)
-            state = f" ({done.outcome})" if done else ""
-            return Outcome(request_id, "duplicate", f"already executed{state}")
-        # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may have
-        # left the incident awaiting approval: the record must say it was approved.
-        self._move(
-            request.incident, IncidentState.APPROVED, GPUBOT, f"approved by {', '.join(enough)}"
-        )
+        if not self._reserve(request_id):
+            return Outcome(request_id, "duplicate", "already running here")
         with self._owning(request_id):
+            if not self.store.claim_execution(request_id, self.executor_id, now):
+                done = self.store.execution(request_id)
+                state = f" ({done.outcome})" if done else ""
+                return Outcome(request_id, "duplicate", f"already executed{state}")
+            # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may
+            # have left the incident awaiting approval: the record must say it was approved.
+            self._move(
+                request.incident,
+                IncidentState.APPROVED,
+                GPUBOT,
+                f"approved by {', '.join(enough)}",
+            )
             return self._run(request, enough)
 
     def _recorded_approval(self, request: ActionRequest) -> list[str] | None:
@@ -387,6 +402,8 @@ class Executor:
             refused = self._check(request, approvers)
             if refused is not None:
                 return refused
+            # Past every check: only from here may a crash be resumed without checking again.
+            self.store.mark_acting(request.id, self.executor_id)
             cordoned = None
             if taking_out:
                 try:
@@ -568,24 +585,41 @@ class Executor:
         return self._resume(execution)
 
     def _resume(self, unfinished: Execution) -> Outcome | None:
-        now = self.clock()
-        stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
-        with self._running_lock:
-            if unfinished.request_id in self._running:
-                return None  # running here right now, e.g. a drain started by a click
-        if not self.store.take_over_execution(
-            unfinished.request_id, self.executor_id, now, stale_before
-        ):
-            return None  # its owner is alive (heartbeat fresh) or another took it over
-        request = self.store.request(unfinished.request_id)
-        self._note(
-            request.incident,
-            "note",
-            f"resuming `{command_for(request)}` after a restart "
-            f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
-            request=request.id,
-        )
-        with self._owning(request.id):
+        if not self._reserve(unfinished.request_id):
+            return None  # running here right now, e.g. a drain started by a click
+        with self._owning(unfinished.request_id):
+            now = self.clock()
+            stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
+            if not self.store.take_over_execution(
+                unfinished.request_id, self.executor_id, now, stale_before
+            ):
+                return None  # its owner is alive (heartbeat fresh) or another took it over
+            request = self.store.request(unfinished.request_id)
+            approvers = self._recorded_approval(request)
+            if approvers is None:
+                return self._fail(request, "no recorded approval allows this: nothing was done")
+            if unfinished.outcome != "acting":
+                # Died before its checks were through (facts, budget, gate, dry-run): nothing
+                # was written, so run it as a first execution would, checks and all.
+                if now >= request.expires_at:
+                    return self._fail(
+                        request, f"the request expired before it acted ({request.expires_at})"
+                    )
+                self._note(
+                    request.incident,
+                    "note",
+                    f"running `{command_for(request)}` again from its checks: "
+                    f"{unfinished.executor} stopped before acting",
+                    request=request.id,
+                )
+                return self._run(request, approvers)
+            self._note(
+                request.incident,
+                "note",
+                f"resuming `{command_for(request)}` after a restart "
+                f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
+                request=request.id,
+            )
             return self._resume_one(request)
 
     def _resume_one(self, request: ActionRequest) -> Outcome:

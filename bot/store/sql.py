@@ -628,8 +628,12 @@ class SqlStore:
         live_or_decided = (
             sa.select(requests.c.incident_id)
             .where(
-                (requests.c.expires_at > now)
-                | sa.exists().where(executions.c.request_id == requests.c.id)
+                # NOT IN over a NULL is never true: ad-hoc requests (no incident) stay out.
+                requests.c.incident_id.is_not(None)
+                & (
+                    (requests.c.expires_at > now)
+                    | sa.exists().where(executions.c.request_id == requests.c.id)
+                )
             )
             .scalar_subquery()
         )
@@ -721,6 +725,35 @@ class SqlStore:
             detail=row.detail,
             heartbeat_at=row.heartbeat_at,
         )
+
+    def mark_acting(self, request_id: str, executor: str) -> None:
+        with self._tx() as tx:
+            tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & (executions.c.executor == executor)
+                    & executions.c.finished_at.is_(None)
+                )
+                .values(outcome="acting")
+            )
+
+    def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
+        try:
+            with self._tx() as tx:
+                tx.execute(
+                    executions.insert().values(
+                        request_id=request_id,
+                        executor=who,
+                        started_at=now,
+                        finished_at=now,
+                        outcome="denied",
+                        detail=reason,
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         with self._tx() as tx:
