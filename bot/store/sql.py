@@ -668,17 +668,20 @@ class SqlStore:
             payloads: list[Any] = list(tx.scalars(query))
         return [ActionRequest.model_validate(p) for p in payloads]
 
-    def add_vote(self, vote: Vote) -> bool:
+    def _insert_once(self, table: sa.Table, **values: Any) -> bool:
+        """One row, or False when a uniqueness constraint says it is already there: how
+        votes, executions and denials happen at most once whoever races."""
         try:
             with self._tx() as tx:
-                tx.execute(
-                    votes.insert().values(
-                        request_id=vote.request_id, approver=vote.approver, at=vote.at
-                    )
-                )
+                tx.execute(table.insert().values(**values))
         except IntegrityError:
             return False
         return True
+
+    def add_vote(self, vote: Vote) -> bool:
+        return self._insert_once(
+            votes, request_id=vote.request_id, approver=vote.approver, at=vote.at
+        )
 
     def votes(self, request_id: str) -> list[Vote]:
         with self._tx() as tx:
@@ -688,21 +691,15 @@ class SqlStore:
         return [Vote(request_id=r.request_id, approver=r.approver, at=r.at) for r in rows]
 
     def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
-        try:
-            with self._tx() as tx:
-                tx.execute(
-                    executions.insert().values(
-                        request_id=request_id,
-                        executor=executor,
-                        started_at=now,
-                        heartbeat_at=now,
-                        outcome="running",
-                        detail="",
-                    )
-                )
-        except IntegrityError:
-            return False
-        return True
+        return self._insert_once(
+            executions,
+            request_id=request_id,
+            executor=executor,
+            started_at=now,
+            heartbeat_at=now,
+            outcome="running",
+            detail="",
+        )
 
     def finish_execution(
         self, request_id: str, outcome: ExecutionOutcome, detail: str, now: datetime
@@ -739,21 +736,15 @@ class SqlStore:
             )
 
     def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
-        try:
-            with self._tx() as tx:
-                tx.execute(
-                    executions.insert().values(
-                        request_id=request_id,
-                        executor=who,
-                        started_at=now,
-                        finished_at=now,
-                        outcome="denied",
-                        detail=reason,
-                    )
-                )
-        except IntegrityError:
-            return False
-        return True
+        return self._insert_once(
+            executions,
+            request_id=request_id,
+            executor=who,
+            started_at=now,
+            finished_at=now,
+            outcome="denied",
+            detail=reason,
+        )
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         with self._tx() as tx:
