@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -128,6 +129,16 @@ class Execution(Protocol):
     def heartbeat_at(self) -> datetime | None: ...
 
 
+@dataclass(frozen=True)
+class SplitDeliveries:
+    """What one `Store.split_deliveries` took and stored."""
+
+    deliveries: int
+    signals: list[Signal]  # new to the store, in the order they were delivered
+    duplicates: int  # signals the store already had
+    dropped: int  # deliveries that could not be split
+
+
 class Store(Protocol):
     """Everything gpubot must not lose or do twice. Each method is one transaction: it
     happened whole or not at all. Errors: `StoreUnavailable` (down, locked: answer 503 and
@@ -135,6 +146,18 @@ class Store(Protocol):
 
     def add_signals(self, signals: Sequence[Signal], received_at: datetime) -> list[bool]:
         """Keeps each signal once (by fingerprint, status and start): True where it was new."""
+        ...
+
+    def add_delivery(self, source: str, body: bytes, received_at: datetime) -> int:
+        """Keeps a webhook body as received, to be split into signals later: the one write
+        a webhook waits for."""
+        ...
+
+    def split_deliveries(
+        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+    ) -> SplitDeliveries:
+        """Turns up to `limit` stored deliveries, oldest first, into signals (`add_signals`'
+        dedup) and forgets them, in one transaction: each is split exactly once."""
         ...
 
     def active_signals(self, limit: int = 5000) -> list[Signal]:
@@ -155,6 +178,8 @@ class Store(Protocol):
     def incidents(
         self, node: str | None = None, states: Sequence[IncidentState] = ()
     ) -> list[Incident]: ...
+
+    def count_incidents(self, states: Sequence[IncidentState]) -> int: ...
 
     def incidents_for_signal(self, fingerprint: str) -> list[Incident]: ...
 

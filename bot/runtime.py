@@ -28,6 +28,7 @@ from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, b
 from bot.config import Settings
 from bot.errors import InputError
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
+from bot.inbox import Inbox
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.leader import LeaderElector, LeaseConfig
@@ -40,6 +41,7 @@ from bot.schedule import Scheduler
 from bot.service import EvidenceLines, Service
 from bot.sources.kube import KubeSignals
 from bot.store.sql import SqlStore
+from bot.telemetry import Telemetry
 from bot.web import WebSettings, build_app
 
 log = logging.getLogger("gpubot.serve")
@@ -184,6 +186,7 @@ def build_replica(
         retry_period_s=s.retry_period_s,
     )
     holder: list[LeaderElector] = []
+    telemetry = Telemetry()
     service = Service(
         settings=settings,
         rules=load_ruleset(settings),
@@ -194,6 +197,8 @@ def build_replica(
         clock=_now,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence_lines,
+        inbox=Inbox(store, settings.node_labels, telemetry),
+        telemetry=telemetry,
     )
     executor.notify = service.on_timeline  # drain progress into the incident's thread
     scheduler = Scheduler(service, store.engine, settings.schedule)
@@ -219,7 +224,8 @@ def build_replica(
     web = build_app(
         store,
         WebSettings.from_settings(settings, bearer_token=token, max_body_bytes=s.max_body_bytes),
-        service.on_signals,
+        service.on_delivery,
+        metrics=telemetry,
         extra_routes=(
             slack.interactions.routes() if slack is not None and slack.socket is None else ()
         ),

@@ -44,7 +44,7 @@ def expire_requests() -> None:
 
 
 def sweep() -> None:
-    _current().process([])
+    _current().sweep()
 
 
 def drain_watchdog() -> None:

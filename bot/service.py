@@ -11,8 +11,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo
 
 from bot.config import Settings
@@ -20,6 +22,7 @@ from bot.diagnose import diagnose
 from bot.errors import GpubotError, StateChanged
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
+from bot.inbox import Inbox
 from bot.incidents.digest import build_digest, digest_lines
 from bot.incidents.lifecycle import IllegalTransition
 from bot.incidents.summary import summarize, summary_lines
@@ -29,6 +32,7 @@ from bot.ports import Chat, Cluster, Store
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
+from bot.telemetry import Telemetry
 
 log = logging.getLogger("gpubot.service")
 GPUBOT = "gpubot"
@@ -44,6 +48,8 @@ _SELF_RESOLVING = (
 """Never APPROVED or EXECUTING (something is acting) nor FAILED (a person must look)."""
 
 _OPEN = tuple(state for state in IncidentState if state is not IncidentState.RESOLVED)
+# What an action came to (the rest are steps on the way: a vote recorded, another needed).
+_FINAL = frozenset({"acted", "dry-run", "refused", "failed", "denied", "changed"})
 
 EvidenceLines = Callable[[str], list[str]]
 """node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
@@ -68,6 +74,10 @@ def _few(nodes: frozenset[str]) -> frozenset[str] | None:
     return nodes if len(nodes) <= SCOPED_MAX_NODES else None
 
 
+# The longest a busy worker rests between passes (see `start`).
+MAX_REST_S = 1.0
+
+
 class Service:
     def __init__(
         self,
@@ -82,6 +92,8 @@ class Service:
         is_leader: Callable[[], bool] = lambda: True,
         evidence: EvidenceLines | None = None,
         on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
+        inbox: Inbox | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.settings = settings
         self.rules = rules
@@ -93,7 +105,9 @@ class Service:
         self.is_leader = is_leader
         self.evidence = evidence
         self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
-        self._queue: queue.Queue[list[Signal] | None] = queue.Queue()
+        self.inbox = inbox
+        self.telemetry = telemetry
+        self._queue: queue.Queue[list[Signal] | Literal["deliveries"] | None] = queue.Queue()
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
         self._worker: threading.Thread | None = None
@@ -101,34 +115,61 @@ class Service:
     # ---- intake ---------------------------------------------------------------------------
 
     def on_signals(self, signals: list[Signal]) -> None:
-        """The webhook's hand-over: already stored, so a crash here loses nothing (the next
-        sweep or delivery picks the alert up from the store)."""
+        """Signals already stored (the Kubernetes watch's): a crash here loses nothing (the
+        next sweep or delivery picks the alert up from the store)."""
         self._queue.put(signals)
+
+    def on_delivery(self) -> None:
+        """The webhook's hand-over: a delivery is stored; the worker splits it."""
+        self._queue.put("deliveries")
 
     def start(self) -> Service:
         def work() -> None:
+            pending: list[list[Signal] | Literal["deliveries"] | None] = []
             while True:
-                batch = self._queue.get()
-                if batch is None:
-                    return
+                pending.append(self._queue.get())
                 # Under a burst, one diagnosis of everything waiting beats one per webhook.
-                stopping = False
                 while not self._queue.empty():
-                    more = self._queue.get_nowait()
-                    if more is None:
-                        stopping = True
-                        break
-                    batch = batch + more
+                    pending.append(self._queue.get_nowait())
+                stopping = None in pending
+                batch = [s for item in pending if isinstance(item, list) for s in item]
+                split = "deliveries" in pending
+                pending = []
+                started = time.monotonic()
                 try:
-                    self.process(batch)
+                    if split:
+                        batch += self.take_deliveries()
+                    if batch:
+                        self.process(batch)
                 except Exception:  # the worker must outlive one bad batch
                     log.exception("processing %d signal(s) failed", len(batch))
                 if stopping:
                     return
+                if not self._queue.empty():
+                    # A burst: rest as long as the pass took, so the webhook keeps at least
+                    # half of the interpreter and Alertmanager's deliveries are answered
+                    # promptly. The next pass takes everything that came meanwhile.
+                    time.sleep(min(time.monotonic() - started, MAX_REST_S))
 
+        self.on_delivery()  # deliveries a crash left unsplit go first
         self._worker = threading.Thread(target=work, name="signals", daemon=True)
         self._worker.start()
         return self
+
+    def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
+        """Signals split during a pass that the pass does not cover (a node outside its scope)
+        or that need a word of their own (no node, truncated): queued for the next pass."""
+        later = [
+            s
+            for s in arrived
+            if s.node is None or s.truncated_alerts or (scope is not None and s.node not in scope)
+        ]
+        if later:
+            self._queue.put(later)
+
+    def take_deliveries(self) -> list[Signal]:
+        """Stored webhook deliveries split into signals: the ones new to the store."""
+        return [] if self.inbox is None else self.inbox.split()
 
     def stop(self) -> None:
         if self._worker is not None:
@@ -173,6 +214,10 @@ class Service:
             # means is only known after reading every node, so this pass reads everything.
             scope = None
             snapshot = read_snapshot(self.cluster)
+        # Deliveries stored while the cluster was read join this pass: a node's alerts that
+        # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
+        # 48 it brings) are diagnosed together, not as two incidents one after the other.
+        self._follow_up(self.take_deliveries(), scope)
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now)
         # Other nodes' facts lack their pods in a scoped pass: their diagnoses wait for a
@@ -210,12 +255,16 @@ class Service:
             if not requests:
                 self.store.transition(incident.id, IncidentState.DIAGNOSED, GPUBOT, now)
             ref = self.chat.post_diagnosis(self.store.incident(incident.id), found, requests)
+            if self.telemetry is not None:
+                self.telemetry.diagnoses_posted.inc()
             if ref:
                 self.store.set_chat_ref(incident.id, ref)
             self.on_diagnosis(incident, found)
         self._group_under_pools(recorded, facts.nodes)
         still = {(d.rule, d.node or d.pool) for d in diagnoses}
         self._resolve_gone(batch, still, facts.nodes, now, scope)
+        if self.telemetry is not None:
+            self.telemetry.incidents_open.set(self.store.count_incidents(_OPEN))
         return opened
 
     def _group_under_pools(
@@ -345,6 +394,8 @@ class Service:
             request = self.store.request(request_id)
         except GpubotError:
             return
+        if self.telemetry is not None and outcome.status in _FINAL:
+            self.telemetry.actions.labels(action=request.action.value, outcome=outcome.status).inc()
         if request.incident is not None:
             self.chat.post_thread(self.store.incident(request.incident), outcome.message)
 
@@ -368,6 +419,12 @@ class Service:
             )
             expired.append(done)
         return expired
+
+    def sweep(self) -> list[Incident]:
+        """The periodic pass over the whole cluster; deliveries left unsplit (a failed split)
+        are taken up by the worker on the way."""
+        self.on_delivery()
+        return self.process([])
 
     def watch_drains(self) -> list[Incident]:
         """The drain watchdog: every cordoned node looked at again — its pods, what blocks

@@ -415,7 +415,7 @@ def test_sigkill_mid_drain_then_restart_evicts_every_pod_exactly_once(tmp_path: 
         try:
             first = bot.start("gpubot-0")
             status, answer = post_alert(first, xid_alert(sim_store, NODE))
-            assert (status, answer["stored"]) == (200, 1), answer
+            assert (status, answer["accepted"]) == (200, 1), answer
             drain = wait_for("the drain request", lambda: the_request(store, NODE), 30, bot)
             assert store.votes(drain.id) == []
 

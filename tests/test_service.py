@@ -35,6 +35,7 @@ from bot.sim import faults, objects
 from bot.sim.store import BY_KIND
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
+from bot.telemetry import Telemetry
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
 
@@ -68,6 +69,10 @@ class Bot:
     def said(self) -> str:
         return self.out.getvalue()
 
+    def metric(self, name: str, **labels: str) -> float:
+        assert self.service.telemetry is not None
+        return self.service.telemetry.registry.get_sample_value(name, labels) or 0.0
+
 
 @pytest.fixture
 def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
@@ -98,6 +103,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
         executor=executor,
         clock=clock,
         is_leader=lambda: leader[0],
+        telemetry=Telemetry(),
     )
     yield Bot(server, store, service, out, leader, clock)
     store.close()
@@ -184,6 +190,9 @@ def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> N
     assert ("ml", "train-llm-0-worker-1") in bot.server.store.evictions
     assert bot.service.run_leader_duties() == []  # once
     assert f"[incident {incident.id}] drained gpu-a2" in bot.said
+    assert bot.metric("gpubot_actions_total", action="drain", outcome="acted") == 1
+    assert bot.metric("gpubot_actions_total", action="drain", outcome="recorded") == 0
+    assert bot.metric("gpubot_diagnoses_posted_total") >= 1
 
 
 def test_unanswered_proposals_expire_and_say_so(bot: Bot) -> None:

@@ -86,6 +86,36 @@ def validate_payload(raw: Any, where: str = "payload") -> WebhookPayload:
         raise InputError(where, f"field {field}: {first['msg']}") from exc
 
 
+def parse_webhook(body: bytes) -> WebhookPayload:
+    """A webhook body as Alertmanager sends it, or an `InputError` naming what is wrong.
+
+    pydantic reads the bytes itself (no Python objects in between: this is the webhook's hot
+    path). Input it refuses is read again the slow way only to say precisely why: an empty
+    body, text that is not JSON, JSON that is not an object, or the field that is wrong."""
+    try:
+        return WebhookPayload.model_validate_json(body)
+    except ValidationError:
+        pass
+    if not body.strip():
+        raise InputError("body", "empty: expected an Alertmanager webhook payload (JSON)")
+    try:
+        raw = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise InputError("body", f"not JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise InputError(
+            "body", f"expected a JSON object (webhook payload v4), got {type(raw).__name__}"
+        )
+    # Python's JSON reader takes what pydantic's refused (a lone surrogate, say): the caller's
+    # checks of the texts then name the field.
+    return validate_payload(raw)
+
+
+def signals_from_body(body: bytes, node_labels: Iterable[str]) -> list[Signal]:
+    """A stored delivery's signals (`parse_webhook` accepted it when it arrived)."""
+    return signals_from_payload(parse_webhook(body), node_labels)
+
+
 def signals_from_payload(payload: WebhookPayload, node_labels: Iterable[str]) -> list[Signal]:
     node_labels = list(node_labels)
     signals = []

@@ -7,8 +7,10 @@ request. A caller that loses a race sees the constraint, never a duplicate.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -19,7 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from bot.errors import NotFound, StateChanged, StoreUnavailable
+from bot.errors import InputError, NotFound, StateChanged, StoreUnavailable
 from bot.incidents.lifecycle import check
 from bot.model import (
     ActionRequest,
@@ -32,9 +34,10 @@ from bot.model import (
     TimelineKind,
     Vote,
 )
-from bot.ports import ExecutionOutcome
+from bot.ports import ExecutionOutcome, SplitDeliveries
 from bot.store import schema
 from bot.store.tables import (
+    deliveries,
     executions,
     incidents,
     outbox,
@@ -45,6 +48,7 @@ from bot.store.tables import (
 )
 
 GPUBOT = "gpubot"
+log = logging.getLogger("gpubot.store")
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,12 @@ class SqlStore:
     def __init__(self, engine: Engine, url_for_humans: str) -> None:
         self.engine = engine
         self.url = url_for_humans
+        # SQLite has one writer, and a connection that finds the lock taken sleeps 1, 2, 5,
+        # 10 ms... before it looks again. The webhook's threads take turns here instead, and
+        # each goes the moment the one before commits.
+        self._write_turn: AbstractContextManager[Any] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
 
     @classmethod
     def open(cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True) -> SqlStore:
@@ -133,45 +143,113 @@ class SqlStore:
         with self._translated(), self.engine.begin() as connection:
             yield connection
 
+    @contextmanager
+    def _write_tx(self) -> Iterator[Connection]:
+        """A transaction that writes from its first statement, for the hot paths."""
+        with self._write_turn, self._tx() as connection:
+            yield connection
+
     # ---- signals --------------------------------------------------------------------------
 
     def add_signals(self, new: Sequence[Signal], received_at: datetime) -> list[bool]:
         if not new:
             return []
-        keys = [signal_key(s) for s in new]
-        with self._tx() as tx:
-            known = set(
-                tx.scalars(sa.select(signals.c.dedup_key).where(signals.c.dedup_key.in_(keys)))
-            )
-            fresh: list[bool] = []
-            rows = []
-            for signal, key in zip(new, keys, strict=True):
-                if key in known:
-                    fresh.append(False)
-                    continue
-                known.add(key)
-                fresh.append(True)
-                rows.append(
-                    {
-                        "dedup_key": key,
-                        "fingerprint": signal.fingerprint,
-                        "source": signal.source,
-                        "name": signal.name,
-                        "status": signal.status,
-                        "node": signal.node,
-                        "received_at": received_at,
-                        "truncated_alerts": signal.truncated_alerts,
-                        "payload": signal.model_dump(mode="json"),
-                    }
-                )
-            if rows:
-                # Two replicas can take the same alert at once: the loser's rows are skipped by
-                # the unique key instead of failing the whole webhook with an IntegrityError.
-                stored = set(tx.scalars(self._insert_new_signals(), rows))
-                fresh = [
-                    was_fresh and key in stored for was_fresh, key in zip(fresh, keys, strict=True)
-                ]
+        with self._write_tx() as tx:
+            return self._add_signals(tx, [(signal, received_at) for signal in new])
+
+    def _add_signals(self, tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list[bool]:
+        """Which of `new` were not stored before (the first of equal ones in `new` counts)."""
+        keys = [signal_key(signal) for signal, _ in new]
+        rows = [
+            {
+                "dedup_key": key,
+                "fingerprint": signal.fingerprint,
+                "source": signal.source,
+                "name": signal.name,
+                "status": signal.status,
+                "node": signal.node,
+                "received_at": received_at,
+                "truncated_alerts": signal.truncated_alerts,
+                "payload": signal.model_dump(mode="json"),
+            }
+            for (signal, received_at), key in zip(new, keys, strict=True)
+        ]
+        # Two replicas can take the same alert at once, and a batch can repeat one: the unique
+        # key skips the second instead of failing the whole batch with an IntegrityError.
+        stored = set(tx.scalars(self._insert_new_signals(), rows))
+        fresh = []
+        for key in keys:
+            fresh.append(key in stored)
+            stored.discard(key)
         return fresh
+
+    # ---- deliveries (the webhook's inbox) -------------------------------------------------
+
+    def add_delivery(self, source: str, body: bytes, received_at: datetime) -> int:
+        with self._write_tx() as tx:
+            inserted = tx.execute(
+                deliveries.insert().returning(deliveries.c.id),
+                {"source": source, "received_at": received_at, "body": body},
+            )
+            return int(inserted.scalar_one())
+
+    def split_deliveries(
+        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+    ) -> SplitDeliveries:
+        """Takes up to `limit` stored deliveries, oldest first, and stores their signals: a
+        delivery is split exactly once, also with replicas at it together. `split` turns a
+        body into signals; one that raises `InputError` is dropped (it passed validation when
+        it was accepted, so only a change of gpubot can do that) and counted."""
+        # Read and split outside the write transaction: SQLite has one writer, and the
+        # webhook's next insert must not wait while bodies are parsed.
+        with self._tx() as tx:
+            rows = list(
+                tx.execute(
+                    sa.select(
+                        deliveries.c.id,
+                        deliveries.c.source,
+                        deliveries.c.received_at,
+                        deliveries.c.body,
+                    )
+                    .order_by(deliveries.c.id)
+                    .limit(limit)
+                )
+            )
+        split_up: dict[int, list[tuple[Signal, datetime]]] = {}
+        dropped: set[int] = set()
+        for row in rows:
+            received_at: datetime = row.received_at
+            try:
+                split_up[row.id] = [
+                    (signal, received_at) for signal in split(str(row.source), bytes(row.body))
+                ]
+            except InputError:
+                dropped.add(row.id)
+                log.exception("delivery %s (%s) cannot be split: dropped", row.id, row.source)
+        if not rows:
+            return SplitDeliveries(deliveries=0, signals=[], duplicates=0, dropped=0)
+        with self._write_tx() as tx:
+            # Only the transaction that deletes a delivery stores its signals: a replica
+            # splitting the same rows at the same time finds them gone and stores nothing.
+            mine: set[int] = set(
+                tx.scalars(
+                    sa.delete(deliveries)
+                    .where(deliveries.c.id.in_([row.id for row in rows]))
+                    .returning(deliveries.c.id)
+                )
+            )
+            found = [pair for id_, pairs in split_up.items() if id_ in mine for pair in pairs]
+            fresh = self._add_signals(tx, found) if found else []
+        return SplitDeliveries(
+            deliveries=len(rows),
+            signals=[signal for (signal, _), is_new in zip(found, fresh, strict=True) if is_new],
+            duplicates=len(found) - sum(fresh),
+            dropped=len(dropped & mine),
+        )
+
+    def deliveries_waiting(self) -> int:
+        with self._tx() as tx:
+            return int(tx.scalar(sa.select(sa.func.count()).select_from(deliveries)) or 0)
 
     def _insert_new_signals(self) -> Any:
         """One cached statement run as executemany: SQLAlchemy batches it into multi-row
@@ -397,6 +475,12 @@ class SqlStore:
             query = query.where(incidents.c.state.in_([s.value for s in states]))
         with self._tx() as tx:
             return [self._incident(r) for r in tx.execute(query)]
+
+    def count_incidents(self, states: Sequence[IncidentState]) -> int:
+        query = sa.select(sa.func.count()).select_from(incidents)
+        query = query.where(incidents.c.state.in_([s.value for s in states]))
+        with self._tx() as tx:
+            return int(tx.scalar(query) or 0)
 
     def incidents_for_signal(self, fingerprint: str) -> list[Incident]:
         # JSON containment differs between SQLite and PostgreSQL; the candidates are few

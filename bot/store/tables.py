@@ -49,6 +49,18 @@ signals = sa.Table(
     sa.Column("payload", sa.JSON, nullable=False),
 )
 
+# The webhook's inbox: a body is stored as received (one row, before the 200) and split into
+# `signals` by the pipeline, which deletes the row in the same transaction. A row left here by
+# a crash is split at the next start.
+deliveries = sa.Table(
+    "deliveries",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("source", sa.String(20), nullable=False),
+    sa.Column("received_at", UtcDateTime, nullable=False),
+    sa.Column("body", sa.LargeBinary, nullable=False),
+)
+
 incidents = sa.Table(
     "incidents",
     metadata,

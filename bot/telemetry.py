@@ -1,0 +1,71 @@
+"""gpubot's own Prometheus metrics (`/metrics` of `gpubot serve`), in one object shared by the
+parts that drive them."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Telemetry:
+    """gpubot's own metrics, on one registry per process (tests build many). The webhook
+    drives its requests; the inbox the signals; the service the incidents and diagnoses;
+    the executor the actions. `gpubot serve` builds one and hands it to each."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.signals_received = Counter(
+            "gpubot_signals_received_total",
+            "Signals accepted and stored (or recognised as already stored), by source.",
+            ["source"],
+            registry=r,
+        )
+        self.signals_duplicate = Counter(
+            "gpubot_signals_duplicate_total",
+            "Signals received again (retries, repeat_interval, replicas): stored once.",
+            ["source"],
+            registry=r,
+        )
+        self.webhook_requests = Counter(
+            "gpubot_webhook_requests_total",
+            "Alertmanager webhook requests, by HTTP status answered.",
+            ["code"],
+            registry=r,
+        )
+        self.webhook_auth_failures = Counter(
+            "gpubot_webhook_auth_failures_total",
+            "Webhook requests with missing or wrong credentials (answered 401).",
+            registry=r,
+        )
+        self.alerts_truncated = Counter(
+            "gpubot_alerts_truncated_total",
+            "Alerts Alertmanager left out of accepted payloads (truncatedAlerts), per delivery.",
+            registry=r,
+        )
+        self.signal_handler_errors = Counter(
+            "gpubot_signal_handler_errors_total",
+            "Stored deliveries whose hand-over to the pipeline raised (the next split takes them).",
+            registry=r,
+        )
+        self.deliveries_dropped = Counter(
+            "gpubot_deliveries_dropped_total",
+            "Stored webhook deliveries that could not be split into signals (logged).",
+            registry=r,
+        )
+        self.webhook_duration = Histogram(
+            "gpubot_webhook_duration_seconds",
+            "Time to answer an Alertmanager webhook request, storing included.",
+            registry=r,
+        )
+        self.incidents_open = Gauge(
+            "gpubot_incidents_open", "Incidents not yet resolved.", registry=r
+        )
+        self.diagnoses_posted = Counter(
+            "gpubot_diagnoses_posted_total", "Diagnoses handed to the chat.", registry=r
+        )
+        self.actions = Counter(
+            "gpubot_actions_total",
+            "Remediation actions, by action and outcome.",
+            ["action", "outcome"],
+            registry=r,
+        )
