@@ -156,3 +156,36 @@ def test_drain_blocked_by_a_pdb_retries_until_timeout(
     assert "train-llm-0-worker-0" in output
     assert ("ml", "train-llm-0-worker-0") not in cluster.store.evictions
     cluster.store.get(BY_KIND["Pod"], "ml", "train-llm-0-worker-0")  # still there
+
+
+def test_lists_follow_every_write_though_objects_are_encoded_once_per_version(
+    kubectl: Kubectl, cluster: SimulatedApiServer
+) -> None:
+    """The simulator answers lists from each object's JSON at its version (as kube-apiserver
+    from its cache): a cordon shows in the next node list, and an eviction in the next
+    list of budgets, whose status follows the pods."""
+
+    def budget() -> dict[str, int]:
+        done = kubectl("get", "pdb", "-n", "ml", "-o", "json")
+        assert done.returncode == 0, done.stderr
+        [pdb] = [
+            p
+            for p in json.loads(done.stdout)["items"]
+            if p["metadata"]["name"] == "train-llm-0-pdb"
+        ]
+        return {k: pdb["status"][k] for k in ("currentHealthy", "disruptionsAllowed")}
+
+    def unschedulable() -> bool:
+        done = kubectl("get", "nodes", "-o", "json")
+        assert done.returncode == 0, done.stderr
+        [node] = [n for n in json.loads(done.stdout)["items"] if n["metadata"]["name"] == "gpu-a1"]
+        return bool(node["spec"].get("unschedulable"))
+
+    before = budget()
+    assert not unschedulable()
+    assert kubectl("cordon", "gpu-a1").returncode == 0
+    assert unschedulable()
+    cluster.store.evict("ml", "train-llm-0-worker-0", {})
+    after = budget()
+    assert after["currentHealthy"] == before["currentHealthy"] - 1, (before, after)
+    assert after["disruptionsAllowed"] == before["disruptionsAllowed"] - 1, (before, after)

@@ -276,7 +276,9 @@ class SimulatedApiServer:
                 500,
                 ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(),
             )
-        if isinstance(body, str):
+        if isinstance(body, bytes):  # JSON already
+            self._send(handler, code, body, "application/json")
+        elif isinstance(body, str):
             self._send(handler, code, body.encode(), "text/plain")
         else:
             self._send(handler, code, json.dumps(body).encode(), "application/json")
@@ -291,7 +293,7 @@ class SimulatedApiServer:
         handler.end_headers()
         handler.wfile.write(payload)
 
-    def _dispatch(self, request: _Request, method: str) -> tuple[int, Json | str]:
+    def _dispatch(self, request: _Request, method: str) -> tuple[int, Json | str | bytes]:
         parts = request.parts
         if parts == ["_sim", "faults"] and method == "POST":
             return 201, self._inject(request.body())
@@ -387,7 +389,7 @@ class SimulatedApiServer:
             "payload": result.payload(),
         }
 
-    def _list(self, request: _Request, resource: ResourceType, namespace: str) -> Json:
+    def _list(self, request: _Request, resource: ResourceType, namespace: str) -> bytes:
         token = request.query.get("continue") or ""
         try:
             # [namespace, name, resourceVersion of the first page]
@@ -397,7 +399,7 @@ class SimulatedApiServer:
             limit = int(request.query.get("limit") or 0)
         except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise ApiError(400, "BadRequest", f"invalid continue token or limit: {exc}") from exc
-        items, rv, following = self.store.list_page(
+        items, rv, following = self.store.list_page_encoded(
             resource,
             namespace,
             request.query.get("labelSelector", ""),
@@ -412,12 +414,14 @@ class SimulatedApiServer:
         if following is not None:
             position = json.dumps([following[0], following[1], rv]).encode()
             metadata["continue"] = base64.urlsafe_b64encode(position).decode()
-        return {
-            "kind": _list_kind(resource),
-            "apiVersion": resource.api_version,
-            "metadata": metadata,
-            "items": items,
-        }
+        head = json.dumps(
+            {
+                "kind": _list_kind(resource),
+                "apiVersion": resource.api_version,
+                "metadata": metadata,
+            }
+        ).encode()
+        return head[:-1] + b', "items": [' + b", ".join(items) + b"]}"
 
     def _watch(self, request: _Request) -> None:
         route = _route(request.parts)

@@ -13,6 +13,7 @@ import bisect
 import builtins
 import copy
 import itertools
+import json
 import threading
 import uuid
 from collections import deque
@@ -140,6 +141,10 @@ class Store:
         """Sorted pod keys per `spec.nodeName` ("" for unbound), dropped on any pod write:
         kube-apiserver indexes pods by node name for the same field selector (kubelets and
         drains ask it constantly), so a list by node costs what the node holds."""
+        self._encodings: dict[tuple[str, str, str], tuple[tuple[int, str, int], bytes]] = {}
+        """Per object, its JSON at one version (the dict's identity and resourceVersion, and
+        for a PDB the pods' version)."""
+        self._pods_version = 0
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []
@@ -153,8 +158,14 @@ class Store:
     def _bump(self, event_type: str, resource: ResourceType, obj: Json) -> None:
         if event_type != "MODIFIED":
             self._key_index.pop(resource, None)
+        if event_type == "DELETED":
+            meta = obj.get("metadata") or {}
+            self._encodings.pop(
+                (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", ""))), None
+            )
         if resource.kind == "Pod":
             self._pods_by_node = None
+            self._pods_version += 1
         self.resource_version = next(self._rv)
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
         self._history.append(
@@ -383,6 +394,59 @@ class Store:
     ) -> tuple[builtins.list[Json], int, tuple[str, str] | None]:
         """Items in (namespace, name) order after `after`, at most `limit` (0: all), and the
         key to continue after when more remain: paging costs what the page holds."""
+        with self._lock:
+            found, rv, following = self._select(
+                resource, namespace, label_selector, field_selector, limit, after
+            )
+            items = [copy.deepcopy(obj) for obj in found]
+        if resource.kind == "PodDisruptionBudget":
+            for item in items:
+                item["status"] = self.pdb_status(item)
+        return items, rv, following
+
+    def list_page_encoded(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        after: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[bytes], int, tuple[str, str] | None]:
+        """`list_page` as JSON, each object encoded once per version: kube-apiserver also
+        answers lists from its cache of serialized objects rather than encoding every object
+        of every list again."""
+        with self._lock:
+            found, rv, following = self._select(
+                resource, namespace, label_selector, field_selector, limit, after
+            )
+            return [self._encoded(resource, obj) for obj in found], rv, following
+
+    def _encoded(self, resource: ResourceType, obj: Json) -> bytes:
+        meta = obj.get("metadata") or {}
+        key = (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        # A budget's status follows its pods, so any pod write makes it a new version.
+        pods = self._pods_version if resource.kind == "PodDisruptionBudget" else 0
+        version = (id(obj), str(meta.get("resourceVersion", "")), pods)
+        cached = self._encodings.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        if resource.kind == "PodDisruptionBudget":
+            obj = {**obj, "status": self.pdb_status(obj)}
+        encoded = json.dumps(obj).encode()
+        self._encodings[key] = (version, encoded)
+        return encoded
+
+    def _select(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str,
+        field_selector: str,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> tuple[builtins.list[Json], int, tuple[str, str] | None]:
+        """The stored objects a list page holds (not copies: the caller holds the lock)."""
         try:
             labels = parse_label_selector(label_selector)
             fields = parse_field_selector(field_selector, resource.plural)
@@ -390,31 +454,26 @@ class Store:
             raise ApiError(400, "BadRequest", str(exc)) from exc
         items: builtins.list[Json] = []
         following: tuple[str, str] | None = None
-        with self._lock:
-            keys = self._sorted_keys(resource)
-            node = _node_name_wanted(fields) if resource.kind == "Pod" else None
-            if node is not None:
-                keys = self._pod_keys_on(node)
-            start = bisect.bisect_right(keys, after) if after else 0
-            objects = self._objects[resource]
-            for key in itertools.islice(keys, start, None):
-                obj = objects[key]
-                if namespace and key[0] != namespace:
-                    continue
-                if not (labels.matches(labels_of(obj)) and fields.matches(obj)):
-                    continue
-                if limit and len(items) == limit:
-                    following = (
-                        items[-1]["metadata"].get("namespace", ""),
-                        items[-1]["metadata"]["name"],
-                    )
-                    break
-                items.append(copy.deepcopy(obj))
-            rv = self.resource_version
-        if resource.kind == "PodDisruptionBudget":
-            for item in items:
-                item["status"] = self.pdb_status(item)
-        return items, rv, following
+        keys = self._sorted_keys(resource)
+        node = _node_name_wanted(fields) if resource.kind == "Pod" else None
+        if node is not None:
+            keys = self._pod_keys_on(node)
+        start = bisect.bisect_right(keys, after) if after else 0
+        objects = self._objects[resource]
+        for key in itertools.islice(keys, start, None):
+            obj = objects[key]
+            if namespace and key[0] != namespace:
+                continue
+            if not (labels.matches(labels_of(obj)) and fields.matches(obj)):
+                continue
+            if limit and len(items) == limit:
+                following = (
+                    items[-1]["metadata"].get("namespace", ""),
+                    items[-1]["metadata"]["name"],
+                )
+                break
+            items.append(obj)
+        return items, self.resource_version, following
 
     def watch(
         self,
