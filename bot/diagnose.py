@@ -27,7 +27,7 @@ from bot.model import (
     Stage,
 )
 from bot.rules.contexts import cluster_context, node_context, pool_context
-from bot.rules.loading import RuleSet
+from bot.rules.loading import CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
@@ -53,6 +53,37 @@ def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
     return Stage.STEADY
 
 
+@dataclass(frozen=True)
+class _Matched:
+    facts: NodeFacts
+    alerts: list[Signal]
+    matches: list[RuleMatch]
+    errors: list[RuleError]
+
+
+class NodeMatches:
+    """Node rule matches kept from one pass to the next. A node whose facts are the very
+    object matched before (reused by `collect_facts`, not found again) and whose alerts are
+    the same is not matched again: in a pass about one node, the other nodes' matches only
+    count toward the pool rules, and matching them is most of a pass's time."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, _Matched] = {}
+
+    def get(self, name: str, facts: NodeFacts, alerts: list[Signal]) -> _Matched | None:
+        kept = self._by_node.get(name)
+        if kept is None or kept.facts is not facts or kept.alerts != alerts:
+            return None
+        return kept
+
+    def put(self, name: str, kept: _Matched) -> None:
+        self._by_node[name] = kept
+
+    def keep_only(self, names: Collection[str]) -> None:
+        for gone in self._by_node.keys() - set(names):
+            del self._by_node[gone]
+
+
 @dataclass
 class DiagnoseResult:
     diagnoses: list[Diagnosis] = field(default_factory=list)
@@ -66,6 +97,7 @@ def diagnose(
     settings: Settings,
     lang: Lang | None = None,
     only_nodes: Collection[str] | None = None,
+    earlier: NodeMatches | None = None,
 ) -> DiagnoseResult:
     """Every rule over every node (pool-wide rules need them all); with `only_nodes`, the
     node diagnoses are written out only for those nodes (pool and cluster ones always):
@@ -87,13 +119,17 @@ def diagnose(
         stage = infer_stage(node, settings)
         stages[name] = stage
         alerts = alerts_by_node.get(name, [])
-        context = node_context(node, stage, alerts, rules.xid_catalog, cluster, settings, lang)
-        found = _collect(match(node_rules, context, name, stage), result)
-        findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
-        if findings and later_rules:
-            context["findings"] = findings
-            found = suppress(found + _collect(match(later_rules, context, name, stage), result))
-        matches.extend(found)
+        kept = earlier.get(name, node, alerts) if earlier is not None else None
+        if kept is None:
+            kept = _match_node(
+                name, node, stage, alerts, (node_rules, later_rules), cluster, rules, settings, lang
+            )
+            if earlier is not None:
+                earlier.put(name, kept)
+        result.errors.extend(kept.errors)
+        matches.extend(kept.matches)
+    if earlier is not None:
+        earlier.keep_only(cluster.nodes)
 
     widespread = _widespread(cluster, matches, settings)
     pool_matches = _pool_pass(cluster, matches, stages, widespread, rules, settings, result)
@@ -121,6 +157,29 @@ def diagnose(
         )
     result.diagnoses.sort(key=lambda d: (-d.severity.rank, d.node or "", d.rule))
     return result
+
+
+def _match_node(
+    name: str,
+    node: NodeFacts,
+    stage: Stage,
+    alerts: list[Signal],
+    rule_sets: tuple[list[CompiledRule], list[CompiledRule]],
+    cluster: ClusterFacts,
+    rules: RuleSet,
+    settings: Settings,
+    lang: Lang,
+) -> _Matched:
+    """The node rules on one node, then those that look at what else fired on it."""
+    node_rules, later_rules = rule_sets
+    errors = DiagnoseResult()
+    context = node_context(node, stage, alerts, rules.xid_catalog, cluster, settings, lang)
+    found = _collect(match(node_rules, context, name, stage), errors)
+    findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
+    if findings and later_rules:
+        context["findings"] = findings
+        found = suppress(found + _collect(match(later_rules, context, name, stage), errors))
+    return _Matched(node, alerts, found, errors.errors)
 
 
 def _collect(found: MatchResult, result: DiagnoseResult) -> list[RuleMatch]:

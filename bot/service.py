@@ -18,7 +18,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from bot.config import Settings
-from bot.diagnose import diagnose
+from bot.diagnose import NodeMatches, diagnose
 from bot.errors import GpubotError, StateChanged
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
@@ -26,7 +26,7 @@ from bot.inbox import Inbox
 from bot.incidents.digest import build_digest, digest_lines
 from bot.incidents.lifecycle import IllegalTransition
 from bot.incidents.summary import summarize, summary_lines
-from bot.kubeobjects import name_of
+from bot.kubeobjects import Obj, name_of
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
 from bot.ports import Chat, Cluster, Store
 from bot.remediate.decisions import Outcome
@@ -62,6 +62,10 @@ SCOPED_MAX_NODES = 8
 """Up to this many nodes in a batch, read only what their facts need (every node, their pods
 and events); more, or a sweep, reads the whole cluster. A webhook is about a few nodes, and
 listing every pod of a large cluster for each one was most of the time to a diagnosis."""
+
+
+def _version(node: Obj) -> str:
+    return str((node.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _scope(batch: Sequence[Signal]) -> frozenset[str] | None:
@@ -110,6 +114,12 @@ class Service:
         self._queue: queue.Queue[list[Signal] | Literal["deliveries"] | None] = queue.Queue()
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
+        # One pass at a time (the worker, the sweep, the watchdog): a pass on an older read
+        # of the cluster must not undo what a newer one found, and the two below are shared.
+        self._pass_lock = threading.Lock()
+        self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
+        """Per node, the facts last found with its pods, and the node's resourceVersion then."""
+        self._matches = NodeMatches()
         self._worker: threading.Thread | None = None
 
     # ---- intake ---------------------------------------------------------------------------
@@ -204,6 +214,10 @@ class Service:
                     f"Alertmanager truncated {signal.truncated_alerts} alert(s) of group "
                     f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
                 )
+        with self._pass_lock:
+            return self._process(batch, nodes)
+
+    def _process(self, batch: Sequence[Signal], nodes: frozenset[str] | None) -> list[Incident]:
         now = self.clock()
         scope = _scope(batch) if nodes is None else _few(nodes)
         snapshot = (
@@ -219,10 +233,13 @@ class Service:
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
         self._follow_up(self.take_deliveries(), scope)
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
-        facts = collect_facts(snapshot, signals, self.settings, now)
-        # Other nodes' facts lack their pods in a scoped pass: their diagnoses wait for a
-        # full one.
-        diagnoses = diagnose(facts, signals, self.rules, self.settings, only_nodes=scope).diagnoses
+        facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
+        self._remember_facts(snapshot.nodes, facts.nodes, scope)
+        # Other nodes' facts are as last found (or lack their pods): they count toward the
+        # pool rules, and their own diagnoses wait for a pass about them.
+        diagnoses = diagnose(
+            facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
+        ).diagnoses
         opened = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         for found in diagnoses:
@@ -266,6 +283,38 @@ class Service:
         if self.telemetry is not None:
             self.telemetry.incidents_open.set(self.store.count_incidents(_OPEN))
         return opened
+
+    def _reuse_for(self, scope: frozenset[str] | None) -> Callable[[Obj], NodeFacts | None]:
+        """In a scoped pass, a node outside the scope keeps the facts last found with its
+        pods, while its object is unchanged; a full pass finds everything again."""
+
+        def reuse(node: Obj) -> NodeFacts | None:
+            name = name_of(node)
+            if scope is None or name in scope:
+                return None
+            seen = self._facts_seen.get(name)
+            if seen is None or seen[0] != _version(node):
+                return None
+            return seen[1]
+
+        return reuse
+
+    def _remember_facts(
+        self,
+        objects: Sequence[Obj],
+        found: Mapping[str, NodeFacts],
+        scope: frozenset[str] | None,
+    ) -> None:
+        if scope is None:
+            self._facts_seen = {
+                name_of(node): (_version(node), found[name_of(node)])
+                for node in objects
+                if name_of(node) in found
+            }
+            return
+        for node in objects:
+            if name_of(node) in scope and name_of(node) in found:
+                self._facts_seen[name_of(node)] = (_version(node), found[name_of(node)])
 
     def _group_under_pools(
         self, recorded: Sequence[tuple[Diagnosis, Incident]], nodes: Mapping[str, NodeFacts]

@@ -456,3 +456,32 @@ def test_an_alert_naming_its_node_by_ip_is_diagnosed_at_once(bot: Bot) -> None:
     assert bot.store.add_signals([alert], started) == [True]
     opened = bot.service.process([alert])
     assert [(i.node, i.rule) for i in opened] == [("gpu-a2", "gpu-fell-off-bus")]
+
+
+def test_a_webhook_about_one_node_counts_the_pods_last_seen_on_the_others(bot: Bot) -> None:
+    """The device plugin crash-loops on gpu-a1 and gpu-a2 (pods only: no alert); a sweep
+    sees them. Then it crash-loops on gpu-a3 too and an alert names gpu-a3 alone. That pass
+    reads gpu-a3's pods only, yet counts what the sweep found on the other two: three
+    nodes of the pool, a pool-wide failure, and no node-by-node proposal for gpu-a3."""
+    for node in ("gpu-a1", "gpu-a2"):
+        faults.inject(bot.server.store, "plugin-crashloop", node, datetime.now(UTC))
+    bot.service.process([])  # the sweep
+    assert sorted(i.node or "" for i in bot.store.incidents()) == ["gpu-a1", "gpu-a2"]
+    faults.inject(bot.server.store, "plugin-crashloop", "gpu-a3", datetime.now(UTC))
+    started = datetime.now(UTC)
+    alert = Signal(
+        source="alertmanager",
+        name="KubePodCrashLooping",
+        node="gpu-a3",
+        labels={"alertname": "KubePodCrashLooping", "node": "gpu-a3"},
+        starts_at=started,
+        fingerprint="crash-a3",
+    )
+    assert bot.store.add_signals([alert], started) == [True]
+    opened = bot.service.process([alert])
+    assert sorted((i.node or f"pool {i.pool}", i.rule) for i in opened) == [
+        ("gpu-a3", "device-plugin-crashloop"),
+        ("pool a100-east", "pool-wide-failure"),
+    ]
+    [three] = bot.store.incidents(node="gpu-a3")
+    assert [r.action for r in bot.store.requests(three.id)] == []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -751,9 +751,15 @@ def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[
 
 
 def collect_facts(
-    snapshot: Snapshot, signals: Sequence[Signal], settings: Settings, now: datetime
+    snapshot: Snapshot,
+    signals: Sequence[Signal],
+    settings: Settings,
+    now: datetime,
+    reuse: Callable[[Obj], NodeFacts | None] | None = None,
 ) -> ClusterFacts:
-    """Everything the rules may ask about, for every node, pool and pending GPU pod."""
+    """Everything the rules may ask about, for every node, pool and pending GPU pod.
+    `reuse` may answer a node object with facts found earlier, taken as they are (a scoped
+    pass has no pods of other nodes to find theirs again)."""
     index = _Index.build(snapshot)
     signal_list = list(signals)
     gpu_pools = {
@@ -771,6 +777,10 @@ def collect_facts(
     nodes = {}
     for node in snapshot.nodes:
         name = name_of(node)
+        earlier = reuse(node) if reuse is not None else None
+        if earlier is not None:
+            nodes[name] = earlier
+            continue
         try:
             nodes[name] = _node_facts(node, index, signal_list, now, settings, gpu_pools)
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
