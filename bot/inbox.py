@@ -32,12 +32,13 @@ class Inbox:
         self.node_labels = list(node_labels)
         self.telemetry = telemetry
 
-    def split(self) -> list[Signal]:
-        """Every waiting delivery split, oldest first: the signals new to the store, in
-        the order they were delivered."""
+    def split(self, at_most: int | None = None) -> list[Signal]:
+        """Every waiting delivery (or the `at_most` oldest) split, oldest first: the signals
+        new to the store, in the order they were delivered."""
         new: list[Signal] = []
+        batch = SPLIT_BATCH if at_most is None else min(at_most, SPLIT_BATCH)
         while True:
-            taken = self.store.split_deliveries(self._signals, SPLIT_BATCH)
+            taken = self.store.split_deliveries(self._signals, batch)
             new += taken.signals
             if self.telemetry is not None:
                 received = len(taken.signals) + taken.duplicates
@@ -49,7 +50,7 @@ class Inbox:
                     )
                 if taken.dropped:
                     self.telemetry.deliveries_dropped.inc(taken.dropped)
-            if taken.deliveries < SPLIT_BATCH:
+            if taken.deliveries < batch or at_most is not None:
                 return new
 
     def _signals(self, source: str, body: bytes) -> list[Signal]:

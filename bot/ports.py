@@ -153,6 +153,11 @@ class Store(Protocol):
         a webhook waits for."""
         ...
 
+    def add_deliveries(self, new: Sequence[tuple[str, bytes, datetime]]) -> list[int]:
+        """`add_delivery` for several (source, body, received_at) at once, in one
+        transaction: all stored, or none."""
+        ...
+
     def split_deliveries(
         self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
     ) -> SplitDeliveries:

@@ -79,7 +79,14 @@ def _few(nodes: frozenset[str]) -> frozenset[str] | None:
 
 
 # The longest a busy worker rests between passes (see `start`).
-MAX_REST_S = 1.0
+MID_PASS_DELIVERIES = 4
+"""Deliveries a pass splits after reading the cluster (`_process`): those that came at the
+same moment as its own, not a burst that is the next pass's business."""
+
+QUIET_S = 0.05
+MAX_LAG_S = 2.0
+"""A burst of webhooks is diagnosed once Alertmanager has been quiet for `QUIET_S`, or when
+the oldest of it has waited `MAX_LAG_S` (`Service._gather`)."""
 
 
 class Service:
@@ -135,19 +142,13 @@ class Service:
 
     def start(self) -> Service:
         def work() -> None:
-            pending: list[list[Signal] | Literal["deliveries"] | None] = []
+            ended = float("-inf")
             while True:
-                pending.append(self._queue.get())
-                # Under a burst, one diagnosis of everything waiting beats one per webhook.
-                while not self._queue.empty():
-                    pending.append(self._queue.get_nowait())
+                pending = self._gather(self._queue.get(), ended)
                 stopping = None in pending
                 batch = [s for item in pending if isinstance(item, list) for s in item]
-                split = "deliveries" in pending
-                pending = []
-                started = time.monotonic()
                 try:
-                    if split:
+                    if "deliveries" in pending:
                         batch += self.take_deliveries()
                     if batch:
                         self.process(batch)
@@ -155,16 +156,39 @@ class Service:
                     log.exception("processing %d signal(s) failed", len(batch))
                 if stopping:
                     return
-                if not self._queue.empty():
-                    # A burst: rest as long as the pass took, so the webhook keeps at least
-                    # half of the interpreter and Alertmanager's deliveries are answered
-                    # promptly. The next pass takes everything that came meanwhile.
-                    time.sleep(min(time.monotonic() - started, MAX_REST_S))
+                ended = time.monotonic()
 
         self.on_delivery()  # deliveries a crash left unsplit go first
         self._worker = threading.Thread(target=work, name="signals", daemon=True)
         self._worker.start()
         return self
+
+    def _gather(
+        self, first: list[Signal] | Literal["deliveries"] | None, last_pass_ended: float
+    ) -> list[list[Signal] | Literal["deliveries"] | None]:
+        """What the next pass takes. A webhook that finds the worker idle is diagnosed at
+        once. One that came on the heels of the last pass is part of a burst: then the
+        worker waits until Alertmanager has been quiet for `QUIET_S` (at most `MAX_LAG_S`)
+        and diagnoses the lot once, rather than racing the webhook for the interpreter
+        pass after pass while deliveries still pour in."""
+        pending = [first]
+        woke = time.monotonic()
+        burst = woke - last_pass_ended < QUIET_S or not self._queue.empty()
+        while first is not None:
+            try:
+                if not burst:
+                    item = self._queue.get_nowait()
+                else:
+                    left = woke + MAX_LAG_S - time.monotonic()
+                    if left <= 0:
+                        break
+                    item = self._queue.get(timeout=min(QUIET_S, left))
+            except queue.Empty:
+                break
+            pending.append(item)
+            if item is None:
+                break
+        return pending
 
     def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
         """Signals split during a pass that the pass does not cover (a node outside its scope)
@@ -177,9 +201,9 @@ class Service:
         if later:
             self._queue.put(later)
 
-    def take_deliveries(self) -> list[Signal]:
+    def take_deliveries(self, at_most: int | None = None) -> list[Signal]:
         """Stored webhook deliveries split into signals: the ones new to the store."""
-        return [] if self.inbox is None else self.inbox.split()
+        return [] if self.inbox is None else self.inbox.split(at_most)
 
     def stop(self) -> None:
         if self._worker is not None:
@@ -231,7 +255,7 @@ class Service:
         # Deliveries stored while the cluster was read join this pass: a node's alerts that
         # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
-        self._follow_up(self.take_deliveries(), scope)
+        self._follow_up(self.take_deliveries(at_most=MID_PASS_DELIVERIES), scope)
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
         self._remember_facts(snapshot.nodes, facts.nodes, scope)

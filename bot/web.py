@@ -37,6 +37,7 @@ from bot.errors import InputError, StoreUnavailable
 from bot.ports import Store
 from bot.sources.alertmanager import WebhookPayload, node_from_labels, parse_webhook
 from bot.telemetry import Telemetry
+from bot.webwriter import DeliveryWriter
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,7 @@ class _Webhook:
     ) -> None:
         self.store = store
         self.on_delivery = on_delivery
+        self.writer = DeliveryWriter(store)
         self.metrics = metrics
         self.clock = clock
         self.max_body = settings.max_body_bytes
@@ -232,7 +234,7 @@ class _Webhook:
             return _error(400, str(exc))
 
         try:
-            await run_in_threadpool(self.store.add_delivery, "alertmanager", body, self.clock())
+            await self.writer.add("alertmanager", body, self.clock())
         except StoreUnavailable as exc:
             log.warning("webhook: store unavailable, answering 503 for a retry: %s", exc)
             return _error(503, f"store unavailable, retry: {exc}", {"Retry-After": "5"})

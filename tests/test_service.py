@@ -26,7 +26,7 @@ from bot.config import (
     Settings,
 )
 from bot.incidents.digest import next_run
-from bot.model import Action, IncidentState, Signal
+from bot.model import Action, Incident, IncidentState, Lang, Signal
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
 from bot.schedule import Scheduler
@@ -36,6 +36,7 @@ from bot.sim.store import BY_KIND
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from bot.telemetry import Telemetry
+from tests.test_store import diagnosis as store_diagnosis
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
 
@@ -485,3 +486,22 @@ def test_a_webhook_about_one_node_counts_the_pods_last_seen_on_the_others(bot: B
     ]
     [three] = bot.store.incidents(node="gpu-a3")
     assert [r.action for r in bot.store.requests(three.id)] == []
+
+
+def test_a_console_message_shows_ten_evidence_lines_and_says_how_many_more() -> None:
+    """As in Slack: a burst of 40 alerts on one node is one readable message; the rest of
+    the evidence is in the timeline."""
+    out = io.StringIO()
+    chat = ConsoleChat(Console(file=out, width=200), Lang.EN)
+    found = store_diagnosis().model_copy(
+        update={"evidence": [f"GPUTemperatureHigh GPU {i}: 91 °C" for i in range(40)]}
+    )
+    incident = Incident(
+        id="7", cluster="c", node="gpu-a1", rule=found.rule, state=IncidentState.OPEN,
+        severity=found.severity, title=found.title, opened_at=datetime.now(UTC),
+        updated_at=datetime.now(UTC),
+    )  # fmt: skip
+    chat.post_diagnosis(incident, found, [])
+    said = out.getvalue()
+    assert "GPU 9: 91 °C" in said and "GPU 10: 91 °C" not in said
+    assert "… 30 more in the timeline" in said

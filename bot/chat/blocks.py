@@ -52,6 +52,7 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
+from bot.chat.console import EVIDENCE_SHOWN
 from bot.chat.console import LABELS as CONSOLE_LABELS
 from bot.model import Action, ActionRequest, Diagnosis, Lang, Severity
 
@@ -81,7 +82,6 @@ CONTEXT_ELEMENTS_MAX = 10
 BLOCK_ID_MAX = 255
 
 # Our own choices, to keep a message readable (the rest is in the timeline).
-EVIDENCE_SHOWN = 10
 BLOCKERS_SHOWN = 10
 RUNBOOK_TEXT_MAX = SECTION_TEXT_MAX
 """Slack documents no limit for rich text; we hold the runbook to a section's."""

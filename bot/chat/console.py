@@ -12,6 +12,9 @@ from rich.text import Text
 
 from bot.model import ActionRequest, Diagnosis, Incident, Lang, Severity, TimelineEntry
 
+EVIDENCE_SHOWN = 10
+"""Evidence lines a chat message shows (Slack and console); the timeline keeps them all."""
+
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 LABELS = {
     Lang.EN: {
@@ -30,6 +33,7 @@ LABELS = {
         "approval": "needs approval",
         "none": "no action: observe",
         "healthy": "No diagnosis: nothing in the snapshot matches a rule.",
+        "more": "… {n} more in the timeline",
     },
     Lang.ZH: {
         "registered": "节点注册了吗？",
@@ -47,6 +51,7 @@ LABELS = {
         "approval": "需审批",
         "none": "无操作：继续观察",
         "healthy": "无诊断：快照中没有匹配任何规则的问题。",
+        "more": "… 另有 {n} 条，见时间线",
     },
 }
 
@@ -68,8 +73,10 @@ def _proposal_lines(d: Diagnosis, labels: dict[str, str]) -> list[str]:
     return lines
 
 
-def render_panel(d: Diagnosis) -> Panel:
-    """Every string from the cluster goes in as `Text`: a `[` in a pod message is not markup."""
+def render_panel(d: Diagnosis, evidence_shown: int | None = None) -> Panel:
+    """Every string from the cluster goes in as `Text`: a `[` in a pod message is not markup.
+    With `evidence_shown`, a chat message: longer evidence ends with how many more lines the
+    timeline holds, as in Slack (a thousand alerts must not make a thousand-line message)."""
     labels = LABELS[d.lang]
     body = Table.grid(padding=(0, 1))
     body.add_column(style="bold", no_wrap=True)
@@ -84,7 +91,11 @@ def render_panel(d: Diagnosis) -> Panel:
     for key in ("registered", "gpu_visible", "workloads", "scope"):
         row(labels[key], getattr(d.questions, key))
     if d.evidence:
-        row(labels["evidence"], "\n".join(f"• {e}" for e in d.evidence))
+        shown = d.evidence if evidence_shown is None else d.evidence[:evidence_shown]
+        lines = [f"• {e}" for e in shown]
+        if len(shown) < len(d.evidence):
+            lines.append(labels["more"].format(n=len(d.evidence) - len(shown)))
+        row(labels["evidence"], "\n".join(lines))
     if d.blockers:
         row(
             labels["blockers"],
@@ -230,7 +241,7 @@ class ConsoleChat:
         self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
     ) -> str | None:
         self.console.print(Text(f"incident {incident.id}", style="bold"))
-        self.console.print(render_panel(diagnosis))
+        self.console.print(render_panel(diagnosis, EVIDENCE_SHOWN))
         for request in requests:
             self.console.print(render_request(request))
         return f"console:{incident.id}"

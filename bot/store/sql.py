@@ -186,12 +186,18 @@ class SqlStore:
     # ---- deliveries (the webhook's inbox) -------------------------------------------------
 
     def add_delivery(self, source: str, body: bytes, received_at: datetime) -> int:
+        [delivery_id] = self.add_deliveries([(source, body, received_at)])
+        return delivery_id
+
+    def add_deliveries(self, new: Sequence[tuple[str, bytes, datetime]]) -> list[int]:
+        if not new:
+            return []
         with self._write_tx() as tx:
-            inserted = tx.execute(
-                deliveries.insert().returning(deliveries.c.id),
-                {"source": source, "received_at": received_at, "body": body},
+            inserted = tx.scalars(
+                deliveries.insert().returning(deliveries.c.id, sort_by_parameter_order=True),
+                [{"source": s, "body": b, "received_at": at} for s, b, at in new],
             )
-            return int(inserted.scalar_one())
+            return [int(i) for i in inserted]
 
     def split_deliveries(
         self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
