@@ -1,7 +1,7 @@
-"""The composition root: the one module that knows every adapter and wires the pipeline.
-
-For now the pipeline is offline: a snapshot and alerts in, diagnoses out. Later issues add
-the live cluster, Prometheus, the store and Slack here, and nowhere else.
+"""The offline composition: rules, a snapshot and alerts in, diagnoses out (`gpubot
+diagnose`, `rules test`, the demo's scenarios), and the simulator's start and fault
+injection for the CLI. `gpubot serve` — live cluster, store, Prometheus, Slack — is composed
+in `bot/runtime.py`.
 """
 
 from __future__ import annotations

@@ -232,8 +232,16 @@ class Store(Protocol):
         ...
 
     def finish_execution(
-        self, request_id: str, outcome: ExecutionOutcome, detail: str, now: datetime
-    ) -> None: ...
+        self,
+        request_id: str,
+        outcome: ExecutionOutcome,
+        detail: str,
+        now: datetime,
+        executor: str | None = None,
+    ) -> bool:
+        """Records the result; with `executor`, only while that executor still owns the
+        unfinished row (False: another process took it over, and reports it)."""
+        ...
 
     def execution(self, request_id: str) -> Execution | None: ...
 

@@ -4,6 +4,7 @@ through the real kubernetes client, and the real store (SQLite)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -411,3 +412,37 @@ def _with_proposal(action: Action) -> Any:
     return diagnosis(node="gpu-a3").model_copy(
         update={"proposals": [Proposal(action=action, node="gpu-a3", requires_approval=True)]}
     )
+
+
+def test_a_drain_taken_over_elsewhere_stops_here_and_leaves_the_result_to_the_new_owner(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    """This process looked dead for a while (a long pause, a partition) and another gpubot
+    took its drain over. Its next heartbeat finds that out: it sends no further eviction,
+    and neither fails the incident nor finishes the execution the new owner is running."""
+    rig = make_rig(sim_cluster, tmp_path, execution_stale_s=0.3)  # a heartbeat every 0.1 s
+    try:
+        inject(rig.server.store, "pdb-block", "gpu-a3", datetime.now(UTC))
+        request = rig.request(Action.DRAIN)
+        rig.executor.approve(request, "alice", execute=False)
+        rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
+
+        def taken_over_meanwhile(entry: TimelineEntry) -> None:
+            if entry.kind == "action-start":
+                far = rig.clock() + timedelta(days=1)
+                assert rig.store.take_over_execution(request, "other-replica", rig.clock(), far)
+
+        rig.executor.notify = taken_over_meanwhile
+        started = time.monotonic()
+        outcome = rig.executor.execute(request)
+        assert outcome.status == "duplicate", outcome.message
+        assert "another gpubot took" in outcome.message
+        assert time.monotonic() - started < 5  # not until the 10 s drain timeout
+        still = rig.store.execution(request)
+        assert still is not None
+        assert (still.executor, still.finished_at) == ("other-replica", None)
+        assert rig.store.incident(rig.incident).state is not IncidentState.FAILED
+        kinds = [e.kind for e in rig.store.timeline(rig.incident)]
+        assert "action-result" not in kinds
+    finally:
+        rig.store.close()

@@ -66,6 +66,20 @@ class Bot:
         fresh = self.store.add_signals(signals, datetime.now(UTC))
         return [s for s, new in zip(signals, fresh, strict=True) if new]
 
+    def alert_named(self, name: str, node: str) -> list[Signal]:
+        """An alert as Alertmanager delivers it, naming `node`, stored as the inbox would."""
+        started = datetime.now(UTC)
+        alert = Signal(
+            source="alertmanager",
+            name=name,
+            node=node,
+            labels={"alertname": name, "node": node},
+            starts_at=started,
+            fingerprint=f"{name}-{node}",
+        )
+        assert self.store.add_signals([alert], started) == [True]
+        return [alert]
+
     @property
     def said(self) -> str:
         return self.out.getvalue()
@@ -362,17 +376,7 @@ def test_a_webhook_about_one_node_still_sees_the_whole_pool(bot: Bot) -> None:
     for node in ("gpu-a1", "gpu-a2", "gpu-a3"):
         faults.inject(bot.server.store, "zero-capacity", node, datetime.now(UTC))
     # What our shipped GPUCapacityZero rule sends through Alertmanager, for gpu-a3 only.
-    started = datetime.now(UTC)
-    alert = Signal(
-        source="alertmanager",
-        name="GPUCapacityZero",
-        node="gpu-a3",
-        labels={"alertname": "GPUCapacityZero", "node": "gpu-a3"},
-        starts_at=started,
-        fingerprint="cap0-a3",
-    )
-    assert bot.store.add_signals([alert], started) == [True]
-    opened = bot.service.process([alert])
+    opened = bot.service.process(bot.alert_named("GPUCapacityZero", "gpu-a3"))
     assert sorted((i.node or f"pool {i.pool}", i.rule) for i in opened) == [
         ("gpu-a3", "gpu-capacity-zero"),
         ("pool a100-east", "pool-wide-failure"),
@@ -469,17 +473,7 @@ def test_a_webhook_about_one_node_counts_the_pods_last_seen_on_the_others(bot: B
     bot.service.process([])  # the sweep
     assert sorted(i.node or "" for i in bot.store.incidents()) == ["gpu-a1", "gpu-a2"]
     faults.inject(bot.server.store, "plugin-crashloop", "gpu-a3", datetime.now(UTC))
-    started = datetime.now(UTC)
-    alert = Signal(
-        source="alertmanager",
-        name="KubePodCrashLooping",
-        node="gpu-a3",
-        labels={"alertname": "KubePodCrashLooping", "node": "gpu-a3"},
-        starts_at=started,
-        fingerprint="crash-a3",
-    )
-    assert bot.store.add_signals([alert], started) == [True]
-    opened = bot.service.process([alert])
+    opened = bot.service.process(bot.alert_named("KubePodCrashLooping", "gpu-a3"))
     assert sorted((i.node or f"pool {i.pool}", i.rule) for i in opened) == [
         ("gpu-a3", "device-plugin-crashloop"),
         ("pool a100-east", "pool-wide-failure"),

@@ -210,6 +210,7 @@ def _remove(
     tracker: _Tracker,
     result: DrainResult,
     lock: threading.Lock,
+    keep_going: Callable[[], bool] = lambda: True,
 ) -> None:
     last_refusal: list[str] = []
     if pod.action == "wait":
@@ -217,6 +218,8 @@ def _remove(
         return
 
     def attempt() -> None:
+        if not keep_going():
+            raise _Stopped(STOPPED)
         try:
             if disable_eviction:
                 cluster.delete_pod(pod.namespace, pod.name, pod.grace_period_s)
@@ -247,7 +250,7 @@ def _remove(
             )
         tracker.report(pod, "stalled", last_refusal[-1] if last_refusal else "")
         return
-    except PermanentError as exc:
+    except (PermanentError, _Stopped) as exc:
         with lock:
             result.stalled.append(Stall(pod.namespace, pod.name, str(exc)))
         tracker.report(pod, "stalled", str(exc))
@@ -256,6 +259,13 @@ def _remove(
         (result.deleted if disable_eviction else result.evicted).append((pod.namespace, pod.name))
     tracker.report(pod, "evicted")
     _wait_gone(cluster, pod, deadline, tracker, result, lock)
+
+
+STOPPED = "not evicted: this gpubot no longer owns the drain (another one took it over)"
+
+
+class _Stopped(Exception):
+    """The caller said stop (`keep_going`): no further eviction is sent."""
 
 
 def _until(deadline: float, wait: Any) -> Callable[[Any], float]:
@@ -334,10 +344,12 @@ def drain(
     grace_period_s: int | None = None,
     concurrency: int = 32,
     on_progress: ProgressCallback | None = None,
+    keep_going: Callable[[], bool] = lambda: True,
 ) -> DrainResult:
     """Cordon, then remove every pod the plan allows. A refused plan changes nothing, not even
     the cordon. The plan is made again after the cordon, so a pod that was bound in between is
-    not left behind."""
+    not left behind. Once `keep_going()` is false no further eviction is sent: the pods not
+    yet asked are stalled with `STOPPED`."""
     started = time.monotonic()
 
     def make_plan() -> DrainPlan:
@@ -365,7 +377,17 @@ def drain(
     if pods:
         with ThreadPoolExecutor(max_workers=min(concurrency, len(pods))) as pool:
             futures = [
-                pool.submit(_remove, cluster, p, deadline, disable_eviction, tracker, result, lock)
+                pool.submit(
+                    _remove,
+                    cluster,
+                    p,
+                    deadline,
+                    disable_eviction,
+                    tracker,
+                    result,
+                    lock,
+                    keep_going,
+                )
                 for p in pods
             ]
             for future in futures:

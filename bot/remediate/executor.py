@@ -95,6 +95,8 @@ class Executor:
         self._running: set[str] = set()
         self._running_lock = threading.Lock()
         self._taking_out = threading.Lock()
+        self._displaced: dict[str, threading.Event] = {}
+        """Per action running here: set once its heartbeat finds another process owns it."""
 
     def _reserve(self, request_id: str) -> bool:
         """Marks an action as this process' own before it is claimed or taken over, so a
@@ -115,11 +117,15 @@ class Executor:
         processes it is alive; the reservation ends with it."""
         stop = threading.Event()
         every = self.settings.remediation.execution_stale_s / 3
+        displaced = self._displaced[request_id] = threading.Event()
 
         def beat() -> None:
             while not stop.wait(every):
                 try:
                     if not self.store.beat(request_id, self.executor_id, self.clock()):
+                        # Taken over (this process looked dead: a long pause, a partition)
+                        # or finished elsewhere: stop acting, the owner carries on.
+                        displaced.set()
                         return
                 except GpubotError:
                     continue  # the store hiccuped: the next beat may get through
@@ -130,6 +136,7 @@ class Executor:
             yield
         finally:
             stop.set()
+            self._displaced.pop(request_id, None)
             self._release(request_id)
 
     # ---- the timeline ---------------------------------------------------------------------
@@ -338,7 +345,10 @@ class Executor:
     def _finish(
         self, request: ActionRequest, outcome: ExecutionOutcome, status: Status, message: str
     ) -> Outcome:
-        self.store.finish_execution(request.id, outcome, message, self.clock())
+        if not self.store.finish_execution(
+            request.id, outcome, message, self.clock(), executor=self.executor_id
+        ):
+            return self._gave_way(request)
         kind: TimelineKind = "action-result"
         self._note(request.incident, kind, message, request=request.id, outcome=outcome)
         return Outcome(request.id, status, message)
@@ -414,10 +424,22 @@ class Executor:
             message = self._act(request, approvers, cordoned)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed: {exc}")
+        if self._lost(request):
+            return self._gave_way(request)
         if message.startswith("drain incomplete") or message.startswith("drain refused"):
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
         return self._finish(request, "succeeded", "acted", message)
+
+    def _lost(self, request: ActionRequest) -> bool:
+        displaced = self._displaced.get(request.id)
+        return displaced is not None and displaced.is_set()
+
+    def _gave_way(self, request: ActionRequest) -> Outcome:
+        """Another process owns this execution now: it tells the result, not this one."""
+        message = f"stopped: another gpubot took `{command_for(request)}` over"
+        self._note(request.incident, "note", message, request=request.id)
+        return Outcome(request.id, "duplicate", message)
 
     def _fail(self, request: ActionRequest, message: str) -> Outcome:
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
@@ -426,7 +448,11 @@ class Executor:
 
     def _ask_again(self, request: ActionRequest, node: NodeFacts, changed: str) -> Outcome:
         self.store.finish_execution(
-            request.id, "refused", f"the node changed since the approval: {changed}", self.clock()
+            request.id,
+            "refused",
+            f"the node changed since the approval: {changed}",
+            self.clock(),
+            executor=self.executor_id,
         )
         self._move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "asking again")
         again = self.request(
@@ -487,6 +513,7 @@ class Executor:
             allow_unmanaged=request.force,
             disable_eviction=request.force,
             on_progress=self._progress(request),
+            keep_going=lambda: not self._lost(request),
         )
         if result.refused:
             reasons = "; ".join(
@@ -628,6 +655,8 @@ class Executor:
             message = self._act(request, approvers)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
+        if self._lost(request):
+            return self._gave_way(request)
         if message.startswith(("drain incomplete", "drain refused")):
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)

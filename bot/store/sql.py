@@ -792,14 +792,23 @@ class SqlStore:
         )
 
     def finish_execution(
-        self, request_id: str, outcome: ExecutionOutcome, detail: str, now: datetime
-    ) -> None:
+        self,
+        request_id: str,
+        outcome: ExecutionOutcome,
+        detail: str,
+        now: datetime,
+        executor: str | None = None,
+    ) -> bool:
+        where = executions.c.request_id == request_id
+        if executor is not None:
+            where &= (executions.c.executor == executor) & executions.c.finished_at.is_(None)
         with self._tx() as tx:
-            tx.execute(
+            result = tx.execute(
                 executions.update()
-                .where(executions.c.request_id == request_id)
+                .where(where)
                 .values(outcome=outcome, detail=detail, finished_at=now)
             )
+        return bool(result.rowcount)
 
     @staticmethod
     def _execution(row: sa.Row[Any]) -> ExecutionRecord:
