@@ -165,8 +165,9 @@ class Store(Protocol):
         dedup) and forgets them, in one transaction: each is split exactly once."""
         ...
 
-    def active_signals(self, limit: int = 5000) -> list[Signal]:
-        """Firing signals not resolved since: the alerts a diagnosis must consider."""
+    def active_signals(self, limit: int = 20000) -> list[Signal]:
+        """Firing signals not resolved since: the alerts a diagnosis must consider, oldest
+        first; past `limit`, the newest."""
         ...
 
     def ping(self) -> None: ...
@@ -290,8 +291,9 @@ class Chat(Protocol):
         """A line in the incident's thread: progress, decisions, the summary."""
         ...
 
-    def post_notice(self, text: str) -> None:
-        """Something with no incident: an alert that names no node, a sweep's finding."""
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        """Something with no incident: an alert that names no node, a sweep's finding, the
+        digest. `monospace`: columns and a chart that only line up in a fixed-width font."""
         ...
 
 

@@ -518,7 +518,7 @@ class Service:
         told = digest_lines(
             build_digest(self.store, self.clock().astimezone(zone), window), self.settings.lang
         )
-        self.chat.post_notice("\n".join(told))
+        self.chat.post_notice("\n".join(told), monospace=True)
         return told
 
     def run_leader_duties_in_background(self) -> None:

@@ -304,6 +304,17 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     assert thread[max(progress)] == "evicted 2/2", thread
 
 
+def test_the_daily_digest_goes_out_in_a_code_block_so_its_columns_line_up(rig: Rig) -> None:
+    incident, _ = rig.alert_xid79()
+    before = len(rig.double.calls_to("chat.postMessage"))
+    told = rig.service.post_digest()
+    rig.settle()
+    [digest] = rig.double.calls_to("chat.postMessage")[before:]
+    text = str(digest.params["text"])
+    assert text.startswith("```") and text.endswith("```"), text
+    assert "1 opened" in text and f"{incident.rule}  █ 1" in text and told[0] in text
+
+
 def test_a_stranger_is_told_who_may_approve_and_nothing_changes(rig: Rig) -> None:
     incident, drain = rig.alert_xid79()
     message = rig.message_of(str(incident.chat_ref))

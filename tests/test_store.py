@@ -359,6 +359,17 @@ def test_active_signals_are_the_firing_ones_not_resolved_since(store: SqlStore) 
     store.ping()
 
 
+def test_past_the_limit_the_newest_firing_alerts_are_the_ones_kept(store: SqlStore) -> None:
+    """Thousands of old warnings must not hide the Xid that fired a minute ago."""
+    store.add_signals([signal(f"old-{i}") for i in range(5)], T0)
+    store.add_signals([signal("new-xid")], T0 + timedelta(minutes=1))
+    assert [s.fingerprint for s in store.active_signals(limit=3)] == [
+        "old-3",
+        "old-4",
+        "new-xid",
+    ]
+
+
 def test_the_outbox_keeps_each_message_once_and_in_order_per_group(store: SqlStore) -> None:
     post = store.outbox_put("inc-1/post", "inc-1", "chat.postMessage", {"text": "a"}, T0)
     again = store.outbox_put("inc-1/post", "inc-1", "chat.postMessage", {"text": "b"}, T0)

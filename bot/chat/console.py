@@ -249,5 +249,6 @@ class ConsoleChat:
     def post_thread(self, incident: Incident, text: str) -> None:
         self.console.print(Text(f"  [incident {incident.id}] {text}"))
 
-    def post_notice(self, text: str) -> None:
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        # A terminal's font is fixed-width already: `monospace` changes nothing here.
         self.console.print(Text(text, style="yellow"))

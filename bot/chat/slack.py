@@ -288,11 +288,13 @@ class SlackChat:
         """A plain-text line (escaped: pod names cannot smuggle in `<!channel>`)."""
         self.post_thread_mrkdwn(incident, escape(text))
 
-    def post_notice(self, text: str) -> None:
-        payload = {
-            "channel": self.channel,
-            "text": fit(escape(text), THREAD_TEXT_MAX, escaped=True),
-        }
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        if monospace:
+            # A code block: Slack's proportional font would break the digest's columns.
+            body = "```" + fit(escape(text), THREAD_TEXT_MAX - 6, escaped=True) + "```"
+        else:
+            body = fit(escape(text), THREAD_TEXT_MAX, escaped=True)
+        payload = {"channel": self.channel, "text": body}
         self._put(f"notice/{uuid.uuid4().hex}", "notices", "chat.postMessage", payload)
 
     # beyond the port

@@ -277,8 +277,10 @@ class SqlStore:
             payloads: list[Any] = list(tx.scalars(query))
         return [Signal.model_validate(p) for p in payloads]
 
-    def active_signals(self, limit: int = 5000) -> list[Signal]:
-        """Firing signals with no resolved delivery after them: what is still going on."""
+    def active_signals(self, limit: int = 20000) -> list[Signal]:
+        """Firing signals with no resolved delivery after them: what is still going on, in
+        the order they came. Past `limit`, the newest are kept (a new Xid must not wait for
+        thousands of old warnings to resolve) and the cut is logged."""
         later = signals.alias("later")
         resolved_since = (
             sa.select(later.c.id)
@@ -292,12 +294,18 @@ class SqlStore:
         query = (
             sa.select(signals.c.payload)
             .where((signals.c.status == "firing") & ~resolved_since)
-            .order_by(signals.c.id)
+            .order_by(signals.c.id.desc())
             .limit(limit)
         )
         with self._tx() as tx:
             payloads: list[Any] = list(tx.scalars(query))
-        return [Signal.model_validate(p) for p in payloads]
+        if len(payloads) == limit:
+            log.warning(
+                "%d or more alerts are firing: the oldest beyond %d are left out of diagnosis",
+                limit,
+                limit,
+            )
+        return [Signal.model_validate(p) for p in reversed(payloads)]
 
     def ping(self) -> None:
         """Raises `StoreUnavailable` when the database does not answer."""
