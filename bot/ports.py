@@ -291,6 +291,13 @@ class Chat(Protocol):
         """A line in the incident's thread: progress, decisions, the summary."""
         ...
 
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        """The node changed after `old` was approved: `old` will never run (its buttons go,
+        `why` instead), and `new` needs approving (its own buttons)."""
+        ...
+
     def post_notice(self, text: str, monospace: bool = False) -> None:
         """Something with no incident: an alert that names no node, a sweep's finding, the
         digest. `monospace`: columns and a chart that only line up in a fixed-width font."""

@@ -469,8 +469,13 @@ class Service:
             return
         if self.telemetry is not None and outcome.status in _FINAL:
             self.telemetry.actions.labels(action=request.action.value, outcome=outcome.status).inc()
-        if request.incident is not None:
-            self.chat.post_thread(self.store.incident(request.incident), outcome.message)
+        incident = self.store.incident(request.incident) if request.incident else None
+        if outcome.status == "changed" and outcome.new_request is not None:
+            # Also when the leader ran an approval recorded elsewhere: the new request needs
+            # its buttons, not only a line that names it.
+            self.chat.ask_again(incident, request, outcome.new_request, outcome.message)
+        elif incident is not None:
+            self.chat.post_thread(incident, outcome.message)
 
     def expire_requests(self) -> list[Incident]:
         """Incidents waiting on requests that have all expired: say so, and stop waiting."""

@@ -493,6 +493,29 @@ def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:
     assert rig.double.calls_to("chat.update")[-1].params["ts"] == again["ts"]
 
 
+def test_an_approval_run_later_by_the_leader_on_a_changed_node_gets_new_buttons(
+    rig: Rig,
+) -> None:
+    """Bob approved on a follower (recorded, not run); by the time the leader's duties ran it,
+    someone had cordoned gpu-a3 by hand. The new request needs buttons of its own, not only
+    a line naming it."""
+    assert rig.command(CAROL, "cordon gpu-a3")[0] == 200
+    rig.settle()
+    [proposal] = rig.double.messages(CHANNEL)
+    [first] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+    assert rig.service.executor.approve(first, BOB, execute=False).status == "recorded"
+    rig.cluster.patch_node("gpu-a3", {"spec": {"unschedulable": True}})
+    [outcome] = rig.service.run_leader_duties()
+    assert outcome.status == "changed", outcome.message
+    rig.settle()
+    [update] = rig.double.calls_to("chat.update")
+    assert (APPROVE_ACTION, first) not in _buttons(update.params["blocks"])
+    assert "↻ not run: gpu-a3 changed since the approval" in _texts(update.params["blocks"])
+    [again] = rig.double.messages(CHANNEL)[1:]
+    [second] = [v for a, v in _buttons(again["blocks"]) if a == APPROVE_ACTION]
+    assert second != first and rig.store.request(second).node == "gpu-a3"
+
+
 def test_slash_answers_are_ephemeral_and_an_unknown_subcommand_gets_help(rig: Rig) -> None:
     incident, _ = rig.alert_xid79()
     answers: dict[str, str] = {}

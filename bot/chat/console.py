@@ -249,6 +249,13 @@ class ConsoleChat:
     def post_thread(self, incident: Incident, text: str) -> None:
         self.console.print(Text(f"  [incident {incident.id}] {text}"))
 
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        prefix = f"  [incident {incident.id}] " if incident else "  "
+        self.console.print(Text(f"{prefix}{why}"))
+        self.console.print(render_request(new))
+
     def post_notice(self, text: str, monospace: bool = False) -> None:
         # A terminal's font is fixed-width already: `monospace` changes nothing here.
         self.console.print(Text(text, style="yellow"))

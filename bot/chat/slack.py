@@ -351,6 +351,12 @@ class SlackChat:
             return self.outbox.outbox_item(f"incident/{request.incident}/message")
         return None
 
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        self.update_decision(incident, old, f"↻ {for_slack(why)}")
+        self.post_proposal(new, incident, in_thread=True)
+
     def update_decision(
         self, incident: Incident | None, request: ActionRequest, decision: str
     ) -> bool:
@@ -945,9 +951,7 @@ class SlackInteractions:
             self.chat.update_decision(incident, request, text)
             self._ephemeral(respond, for_slack(outcome.message))
         elif status == "changed":
-            self.chat.update_decision(incident, request, f"↻ {for_slack(outcome.message)}")
-            if outcome.new_request is not None:
-                self.chat.post_proposal(outcome.new_request, incident, in_thread=True)
+            pass  # the service asked again (`Chat.ask_again`), wherever the action ran
         else:  # not-allowed, duplicate: for the clicker only, nothing changed
             self._ephemeral(respond, for_slack(outcome.message))
 
