@@ -78,7 +78,6 @@ def _few(nodes: frozenset[str]) -> frozenset[str] | None:
     return nodes if len(nodes) <= SCOPED_MAX_NODES else None
 
 
-# The longest a busy worker rests between passes (see `start`).
 MID_PASS_DELIVERIES = 2
 """Deliveries a pass splits after reading the cluster (`_process`): those that came at the
 same moment as its own, not a burst that is the next pass's business."""
