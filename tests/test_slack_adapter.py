@@ -480,12 +480,7 @@ def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:
     rig.cluster.patch_node("gpu-a3", {"spec": {"unschedulable": True}})  # by hand, meanwhile
     assert rig.click(BOB, APPROVE_ACTION, proposal, first) == 200
     rig.settle()
-    [update] = rig.double.calls_to("chat.update")
-    assert (APPROVE_ACTION, first) not in _buttons(update.params["blocks"])
-    assert "↻ not run: gpu-a3 changed since the approval" in _texts(update.params["blocks"])
-    [again] = rig.double.messages(CHANNEL)[1:]
-    [second] = [v for a, v in _buttons(again["blocks"]) if a == APPROVE_ACTION]
-    assert second != first and rig.store.request(second).node == "gpu-a3"
+    again, second = _asked_again(rig, first)
     assert rig.store.execution(first) is not None  # settled: never runs
     assert rig.click(ALICE, APPROVE_ACTION, again, second) == 200
     rig.settle()
@@ -508,12 +503,19 @@ def test_an_approval_run_later_by_the_leader_on_a_changed_node_gets_new_buttons(
     [outcome] = rig.service.run_leader_duties()
     assert outcome.status == "changed", outcome.message
     rig.settle()
+    _asked_again(rig, first)
+
+
+def _asked_again(rig: Rig, first: str) -> tuple[dict[str, Any], str]:
+    """gpu-a3 changed after `first` was approved: its buttons gave way to why it will not
+    run, and a new request came with buttons of its own. The new message and request id."""
     [update] = rig.double.calls_to("chat.update")
     assert (APPROVE_ACTION, first) not in _buttons(update.params["blocks"])
     assert "↻ not run: gpu-a3 changed since the approval" in _texts(update.params["blocks"])
     [again] = rig.double.messages(CHANNEL)[1:]
     [second] = [v for a, v in _buttons(again["blocks"]) if a == APPROVE_ACTION]
     assert second != first and rig.store.request(second).node == "gpu-a3"
+    return again, second
 
 
 def test_slash_answers_are_ephemeral_and_an_unknown_subcommand_gets_help(rig: Rig) -> None:
