@@ -105,11 +105,12 @@ class Metrics(Protocol):
 
 
 ExecutionOutcome = Literal[
-    "running", "acting", "succeeded", "failed", "refused", "dry-run", "denied"
+    "running", "acting", "succeeded", "failed", "refused", "dry-run", "denied", "withdrawn"
 ]
 """`running`: claimed, being checked; `acting`: past every check, writing to the cluster (only
 these are resumed after a crash); `denied`: a person said no, the row holding who
-(`executor`) and why (`detail`)."""
+(`executor`) and why (`detail`); `withdrawn`: its incident was resolved or superseded before
+it acted, so no vote can make it act (`detail` says which and when)."""
 
 
 class Execution(Protocol):
@@ -198,7 +199,9 @@ class Store(Protocol):
         text: str = "",
         data: Mapping[str, object] | None = None,
     ) -> Incident:
-        """Moves the incident (legal moves only) and writes the timeline entry with it."""
+        """Moves the incident (legal moves only) and writes the timeline entry with it. To
+        `resolved`: refused (`StateChanged`) while one of its requests is being executed, and
+        every request of it not yet decided is withdrawn in the same transaction."""
         ...
 
     def set_chat_ref(self, incident_id: str, chat_ref: str) -> None: ...
@@ -229,7 +232,9 @@ class Store(Protocol):
 
     def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
         """The one place an approval turns into action: True for exactly one caller ever,
-        whatever the clicks, retries, restarts or replicas (a uniqueness constraint)."""
+        whatever the clicks, retries, restarts or replicas (a uniqueness constraint), and
+        only while the request's incident is not resolved (checked in the same transaction;
+        a request of a resolved incident is withdrawn instead)."""
         ...
 
     def finish_execution(
@@ -256,6 +261,11 @@ class Store(Protocol):
 
     def mark_acting(self, request_id: str, executor: str) -> None:
         """Every check passed: from here on the action may be resumed after a crash."""
+        ...
+
+    def record_withdrawal(self, request_id: str, detail: str, now: datetime) -> bool:
+        """The request will never act (its incident is over), stored finished in one
+        statement: False when it was already decided."""
         ...
 
     def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
@@ -296,6 +306,11 @@ class Chat(Protocol):
     ) -> None:
         """The node changed after `old` was approved: `old` will never run (its buttons go,
         `why` instead), and `new` needs approving (its own buttons)."""
+        ...
+
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        """`request` will never act (its incident resolved or was superseded): its buttons
+        go, `why` instead."""
         ...
 
     def post_notice(self, text: str, monospace: bool = False) -> None:

@@ -41,11 +41,14 @@ _SELF_RESOLVING = (
     IncidentState.OPEN,
     IncidentState.DIAGNOSED,
     IncidentState.AWAITING_APPROVAL,
+    IncidentState.APPROVED,
     IncidentState.DENIED,
     IncidentState.EXPIRED,
     IncidentState.SUCCEEDED,
 )
-"""Never APPROVED or EXECUTING (something is acting) nor FAILED (a person must look)."""
+"""Never EXECUTING (something is acting) nor FAILED (a person must look). APPROVED is: the
+approval has not acted yet, and a problem that is gone withdraws it (the store refuses the
+resolve while its execution runs)."""
 
 _OPEN = tuple(state for state in IncidentState if state is not IncidentState.RESOLVED)
 # What an action came to (the rest are steps on the way: a vote recorded, another needed).
@@ -408,19 +411,32 @@ class Service:
                 ),
                 None,
             )
-            if successor is not None:
-                # The rules now tell a better story for this node (e.g. an Xid 79 alert
-                # arrived for the GPU count that dropped): one incident, not two.
-                self.resolve(
-                    incident.id,
-                    f"superseded by incident {successor.id} ({successor.rule})",
-                    summary=False,
-                )
-                continue
-            self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
+            try:
+                if successor is not None:
+                    # The rules now tell a better story for this node (e.g. an Xid 79 alert
+                    # arrived for the GPU count that dropped): one incident, not two.
+                    self.resolve(
+                        incident.id,
+                        f"superseded by incident {successor.id} ({successor.rule})",
+                        summary=False,
+                    )
+                    continue
+                self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
+            except StateChanged:
+                continue  # its approval started acting meanwhile: the action's end decides
 
     def resolve(self, incident_id: str, why: str, *, summary: bool = True) -> Incident:
+        """Over: its requests not yet decided are withdrawn with it (their buttons replaced
+        by why), so no later vote can act on a problem that is gone."""
         done = self.store.transition(incident_id, IncidentState.RESOLVED, GPUBOT, self.clock(), why)
+        for request in self.store.requests(incident_id):
+            execution = self.store.execution(request.id)
+            if (
+                execution is not None
+                and execution.outcome == "withdrawn"
+                and execution.finished_at == done.resolved_at
+            ):
+                self.chat.withdraw(done, request, execution.detail)
         if not summary:
             self.chat.post_thread(done, f"resolved: {why}")
             return done
@@ -460,7 +476,7 @@ class Service:
     def _tell(self, request_id: str, outcome: Outcome) -> None:
         """Into the incident's thread go decisions and results; a refused or repeated click
         is the clicker's business (the chat answers them privately), not the channel's."""
-        if outcome.status in ("not-allowed", "duplicate"):
+        if outcome.status in ("not-allowed", "duplicate", "withdrawn"):
             return
         try:
             request = self.store.request(request_id)

@@ -305,12 +305,14 @@ class SlackDouble:
         value: str | None = None,
         *,
         user_name: str | None = None,
+        as_seen: Json | None = None,
     ) -> Json:
         """The `block_actions` payload of `user_id` clicking the `action_id` button (the one
         with `value`, if several) of the stored message, with a fresh response URL bound to
         that message. A `value` no button has is sent as given: that is what a tampered
-        click looks like."""
-        message = self.message(channel, ts)
+        click looks like. `as_seen`: the message as a client that has not redrawn it since
+        an update still shows it (Slack sends that copy with the click)."""
+        message = as_seen if as_seen is not None else self.message(channel, ts)
         buttons = [
             (block.get("block_id"), element)
             for block in message.get("blocks", [])

@@ -170,9 +170,18 @@ class Rig:
         return self.double.message(CHANNEL, str(item.result["ts"]))
 
     def click(
-        self, user: str, action_id: str, message: dict[str, Any], value: str | None = None
+        self,
+        user: str,
+        action_id: str,
+        message: dict[str, Any],
+        value: str | None = None,
+        *,
+        stale: bool = False,
     ) -> int:
-        payload = self.double.block_actions(CHANNEL, message["ts"], user, action_id, value)
+        """`stale`: clicked on `message` as this copy shows it, though Slack updated it since."""
+        payload = self.double.block_actions(
+            CHANNEL, message["ts"], user, action_id, value, as_seen=message if stale else None
+        )
         status, _, _ = post_signed(self.url, interaction_body(payload))
         return status
 
@@ -438,6 +447,36 @@ def test_deny_replaces_the_buttons(rig: Rig) -> None:
     assert (APPROVE_ACTION, drain.id) not in _buttons(update.params["blocks"])
     assert "denied by <@U0BOB>" in _texts(update.params["blocks"])
     assert rig.sim.store.evictions == []
+
+
+def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_nothing(
+    rig: Rig,
+) -> None:
+    """The GPU is seen missing first (a cordon proposed), the Xid 79 alert a moment later
+    (a drain): the early message loses its buttons, and Alice clicking it anyway is told why
+    in private while the node stays schedulable."""
+    result = faults.inject(rig.sim.store, "xid", "gpu-a2", datetime.now(UTC), code=79, gpu=3)
+    alert = signals_from_payload(validate_payload(result.payload()), ["node"])
+    [early] = [i for i in rig.service.process([]) if i.node == "gpu-a2"]
+    [cordon] = [r for r in rig.store.requests(early.id) if r.action is Action.CORDON]
+    rig.settle()
+    message = rig.message_of(str(rig.store.incident(early.id).chat_ref))
+    assert (APPROVE_ACTION, cordon.id) in _buttons(message["blocks"])
+
+    rig.store.add_signals(alert, datetime.now(UTC))
+    [right] = [i for i in rig.service.process(alert) if i.node == "gpu-a2"]
+    rig.settle()
+    assert right.rule == "gpu-fell-off-bus"
+    [update] = [u for u in rig.double.calls_to("chat.update") if u.params["ts"] == message["ts"]]
+    assert (APPROVE_ACTION, cordon.id) not in _buttons(update.params["blocks"])
+    assert f"superseded by incident {right.id}" in _texts(update.params["blocks"])
+
+    assert rig.click(ALICE, APPROVE_ACTION, message, cordon.id, stale=True) == 200
+    rig.settle()
+    [told] = rig.ephemerals_to(ALICE)
+    assert "this request is no longer valid" in told and f"incident {right.id}" in told
+    assert rig.store.votes(cordon.id) == []
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is None
 
 
 # ---- the slash command ----------------------------------------------------------------------

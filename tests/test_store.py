@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from bot.errors import NotFound, StoreSchemaError, StoreUnavailable
+from bot.errors import NotFound, StateChanged, StoreSchemaError, StoreUnavailable
 from bot.incidents.lifecycle import IllegalTransition
 from bot.model import (
     Action,
@@ -459,3 +459,38 @@ def test_only_an_execution_past_its_checks_is_marked_acting_by_its_owner(store: 
     store.mark_acting("r1", "replica-0")
     [acting] = store.unfinished_executions()
     assert acting.outcome == "acting"
+
+
+def test_a_resolve_withdraws_what_is_undecided_and_waits_for_what_runs(store: SqlStore) -> None:
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    for request_id in ("r-open", "r-denied", "r-running"):
+        store.add_request(request_for(incident.id, request_id))
+    assert store.record_denial("r-denied", "bob", "not now", T0)
+    assert store.claim_execution("r-running", "replica-0", T0)
+    later = T0 + timedelta(minutes=5)
+    with pytest.raises(StateChanged):
+        store.transition(incident.id, S.RESOLVED, "gpubot", later, "the symptom is gone")
+    assert store.execution("r-open") is None  # nothing half done by the refused resolve
+    assert store.incident(incident.id).state is S.OPEN
+    store.finish_execution("r-running", "succeeded", "cordoned", later)
+    store.transition(incident.id, S.RESOLVED, "gpubot", later, "the symptom is gone")
+    withdrawn = store.execution("r-open")
+    assert withdrawn is not None and withdrawn.outcome == "withdrawn"
+    assert withdrawn.finished_at == later
+    assert withdrawn.detail == (
+        f"incident {incident.id} was resolved at 2026-12-02 03:05:00 UTC: the symptom is gone"
+    )
+    denied = store.execution("r-denied")
+    assert denied is not None and denied.outcome == "denied"
+    assert not store.claim_execution("r-open", "leader", later)
+
+
+def test_a_claim_on_a_resolved_incidents_request_withdraws_it_instead(store: SqlStore) -> None:
+    """What a gpubot before withdrawals left: resolved, the request never withdrawn."""
+    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    store.transition(incident.id, S.RESOLVED, "gpubot", T0)
+    store.add_request(request_for(incident.id, "r-late"))
+    assert not store.claim_execution("r-late", "leader", T0 + timedelta(minutes=1))
+    withdrawn = store.execution("r-late")
+    assert withdrawn is not None and withdrawn.outcome == "withdrawn"
+    assert withdrawn.detail == f"incident {incident.id} was resolved at 2026-12-02 03:00:00 UTC"

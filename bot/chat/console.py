@@ -256,6 +256,11 @@ class ConsoleChat:
         self.console.print(Text(f"{prefix}{why}"))
         self.console.print(render_request(new))
 
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.console.print(
+            Text(f"  [incident {incident.id}] request {request.id} withdrawn: {why}")
+        )
+
     def post_notice(self, text: str, monospace: bool = False) -> None:
         # A terminal's font is fixed-width already: `monospace` changes nothing here.
         self.console.print(Text(text, style="yellow"))

@@ -357,6 +357,9 @@ class SlackChat:
         self.update_decision(incident, old, f"↻ {for_slack(why)}")
         self.post_proposal(new, incident, in_thread=True)
 
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.update_decision(incident, request, f"⊘ withdrawn: {for_slack(why)}")
+
     def update_decision(
         self, incident: Incident | None, request: ActionRequest, decision: str
     ) -> bool:

@@ -3,6 +3,8 @@ raises instead of being quietly allowed; the store writes each legal move to the
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from bot.errors import GpubotError
 from bot.model import IncidentState as S
 
@@ -10,8 +12,10 @@ TRANSITIONS: dict[S, frozenset[S]] = {
     S.OPEN: frozenset({S.DIAGNOSED, S.RESOLVED}),
     S.DIAGNOSED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
     S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED}),
-    # Approved but the node changed before acting: the executor asks again.
-    S.APPROVED: frozenset({S.EXECUTING, S.AWAITING_APPROVAL, S.EXPIRED}),
+    # Approved but the node changed before acting: the executor asks again. Approved but not
+    # yet acting when the problem went away (or a better diagnosis took over): resolved, and
+    # the approval withdrawn with it (the store refuses this while an execution runs).
+    S.APPROVED: frozenset({S.EXECUTING, S.AWAITING_APPROVAL, S.EXPIRED, S.RESOLVED}),
     S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED}),
     # After a drain comes the repair, the health gate and an uncordon: another approval.
     S.SUCCEEDED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
@@ -39,5 +43,7 @@ def check(incident: str, current: S, target: S) -> None:
         raise IllegalTransition(incident, current, target)
 
 
-ACTIVE = frozenset({S.APPROVED, S.EXECUTING})
-"""States in which something may be acting on the node: never resolved from outside."""
+def withdrawal(incident: str, resolved_at: datetime, why: str = "") -> str:
+    """Why a request of a resolved incident will never act: what a vote on it is told."""
+    when = f"{resolved_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+    return f"incident {incident} was resolved at {when}" + (f": {why}" if why else "")

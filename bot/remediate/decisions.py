@@ -20,7 +20,7 @@ from typing import Literal
 
 from bot.config import Settings
 from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition
+from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition, withdrawal
 from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
 from bot.ports import Store
 from bot.remediate.approvals import decide
@@ -39,6 +39,7 @@ Status = Literal[
     "refused",
     "failed",
     "denied",
+    "withdrawn",
 ]
 
 
@@ -126,6 +127,9 @@ class Decisions:
             request = self.store.request(request_id)
         except NotFound:
             return Outcome(request_id, "not-allowed", "no such request")
+        stale = self.no_longer_valid(request)
+        if stale is not None:
+            return stale
         decided = self.store.execution(request_id)
         if decided is not None and decided.outcome == "denied":
             return Outcome(
@@ -168,6 +172,9 @@ class Decisions:
             request = self.store.request(request_id)
         except NotFound:
             return Outcome(request_id, "not-allowed", "no such request")
+        stale = self.no_longer_valid(request)
+        if stale is not None:
+            return stale
         now = self.clock()
         # One statement, born finished: never a half-written row a restart could "resume".
         if not self.store.record_denial(request_id, who, reason or "no reason given", now):
@@ -184,6 +191,23 @@ class Decisions:
         )
         self.move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
         return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
+
+    def no_longer_valid(self, request: ActionRequest) -> Outcome | None:
+        """A request acts only while its incident is the open problem: withdrawn (its
+        incident resolved or superseded) is the answer to every vote, and nothing changes."""
+        decided = self.store.execution(request.id)
+        if decided is not None and decided.outcome == "withdrawn":
+            why = decided.detail
+        elif request.incident is not None and decided is None:
+            incident = self.store.incident(request.incident)
+            if incident.state is not IncidentState.RESOLVED:
+                return None
+            # Resolved by an older gpubot, which did not withdraw: the record catches up.
+            why = withdrawal(incident.id, incident.resolved_at or incident.updated_at)
+            self.store.record_withdrawal(request.id, why, self.clock())
+        else:
+            return None
+        return Outcome(request.id, "withdrawn", f"this request is no longer valid: {why}")
 
     def approvers_enough(self, request: ActionRequest) -> list[str] | None:
         """The approvers, when the stored votes (each judged as of its own time) suffice."""

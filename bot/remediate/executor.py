@@ -311,6 +311,9 @@ class Executor:
 
     def execute(self, request_id: str) -> Outcome:
         request = self.store.request(request_id)
+        stale = self.decisions.no_longer_valid(request)
+        if stale is not None:
+            return stale
         now = self.clock()
         if now >= request.expires_at:
             return Outcome(request_id, "expired", f"the request expired at {request.expires_at}")
@@ -323,6 +326,10 @@ class Executor:
             return Outcome(request_id, "duplicate", "already running here")
         with self._owning(request_id):
             if not self.store.claim_execution(request_id, self.executor_id, now):
+                # Resolved a moment ago (the claim looks at the incident in its transaction)?
+                stale = self.decisions.no_longer_valid(request)
+                if stale is not None:
+                    return stale
                 done = self.store.execution(request_id)
                 state = f" ({done.outcome})" if done else ""
                 return Outcome(request_id, "duplicate", f"already executed{state}")

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from bot.errors import InputError, NotFound, StateChanged, StoreUnavailable
-from bot.incidents.lifecycle import check
+from bot.incidents.lifecycle import check, withdrawal
 from bot.model import (
     ActionRequest,
     Diagnosis,
@@ -524,6 +524,7 @@ class SqlStore:
             values: dict[str, Any] = {"state": target.value, "updated_at": now}
             if target is IncidentState.RESOLVED:
                 values["resolved_at"] = now
+                self._withdraw_undecided(tx, key, withdrawal(incident_id, now, text), now)
             # The state in the WHERE makes a concurrent move from the same state lose.
             moved = tx.execute(
                 incidents.update()
@@ -766,20 +767,18 @@ class SqlStore:
             payloads: list[Any] = list(tx.scalars(query))
         return [ActionRequest.model_validate(p) for p in payloads]
 
-    def _insert_once(self, table: sa.Table, **values: Any) -> bool:
-        """One row, or False when a uniqueness constraint says it is already there: how
-        votes, executions and denials happen at most once whoever races."""
+    def add_vote(self, vote: Vote) -> bool:
+        """One vote per person: a double click meets the unique constraint."""
         try:
             with self._tx() as tx:
-                tx.execute(table.insert().values(**values))
+                tx.execute(
+                    votes.insert().values(
+                        request_id=vote.request_id, approver=vote.approver, at=vote.at
+                    )
+                )
         except IntegrityError:
             return False
         return True
-
-    def add_vote(self, vote: Vote) -> bool:
-        return self._insert_once(
-            votes, request_id=vote.request_id, approver=vote.approver, at=vote.at
-        )
 
     def votes(self, request_id: str) -> list[Vote]:
         with self._tx() as tx:
@@ -789,15 +788,104 @@ class SqlStore:
         return [Vote(request_id=r.request_id, approver=r.approver, at=r.at) for r in rows]
 
     def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
-        return self._insert_once(
-            executions,
-            request_id=request_id,
-            executor=executor,
-            started_at=now,
-            heartbeat_at=now,
-            outcome="running",
-            detail="",
+        with self._tx() as tx:
+            incident_id = tx.scalar(
+                sa.select(requests.c.incident_id).where(requests.c.id == request_id)
+            )
+            if incident_id is not None:
+                # Locked with the claim: a resolve (which withdraws) and a claim never
+                # interleave. A request whose incident was resolved by a gpubot that did not
+                # withdraw yet is withdrawn here instead of claimed.
+                incident = tx.execute(
+                    sa.select(incidents.c.state, incidents.c.resolved_at)
+                    .where(incidents.c.id == incident_id)
+                    .with_for_update()
+                ).one()
+                if incident.state == IncidentState.RESOLVED.value:
+                    detail = withdrawal(str(incident_id), incident.resolved_at or now)
+                    self._insert_execution(
+                        tx,
+                        request_id,
+                        executor=GPUBOT,
+                        outcome="withdrawn",
+                        detail=detail,
+                        now=now,
+                        finished=True,
+                    )
+                    return False
+            return self._insert_execution(
+                tx, request_id, executor=executor, outcome="running", detail="", now=now
+            )
+
+    def _insert_execution(
+        self,
+        tx: Connection,
+        request_id: str,
+        *,
+        executor: str,
+        outcome: ExecutionOutcome,
+        detail: str,
+        now: datetime,
+        finished: bool = False,
+    ) -> bool:
+        """One execution row inside `tx`, or False when the request already has one."""
+        insert = (
+            postgresql.insert(executions)
+            if self.engine.dialect.name == "postgresql"
+            else sqlite.insert(executions)
         )
+        inserted = tx.scalar(
+            insert.values(
+                request_id=request_id,
+                executor=executor,
+                started_at=now,
+                heartbeat_at=None if finished else now,
+                finished_at=now if finished else None,
+                outcome=outcome,
+                detail=detail,
+            )
+            .on_conflict_do_nothing(index_elements=[executions.c.request_id])
+            .returning(executions.c.request_id)
+        )
+        return inserted is not None
+
+    def _withdraw_undecided(
+        self, tx: Connection, incident_key: int, detail: str, now: datetime
+    ) -> None:
+        """Every request of the incident without an execution gets a finished `withdrawn`
+        one; an execution still running makes the resolve wait (`StateChanged`)."""
+        rows = tx.execute(
+            sa.select(requests.c.id, executions.c.finished_at, executions.c.outcome)
+            .select_from(requests.outerjoin(executions, executions.c.request_id == requests.c.id))
+            .where(requests.c.incident_id == incident_key)
+        ).all()
+        if any(r.outcome is not None and r.finished_at is None for r in rows):
+            raise StateChanged(
+                f"incident {incident_key}: an approved action is running; resolve it afterwards"
+            )
+        for row in rows:
+            if row.outcome is None:
+                self._insert_execution(
+                    tx,
+                    row.id,
+                    executor=GPUBOT,
+                    outcome="withdrawn",
+                    detail=detail,
+                    now=now,
+                    finished=True,
+                )
+
+    def record_withdrawal(self, request_id: str, detail: str, now: datetime) -> bool:
+        with self._tx() as tx:
+            return self._insert_execution(
+                tx,
+                request_id,
+                executor=GPUBOT,
+                outcome="withdrawn",
+                detail=detail,
+                now=now,
+                finished=True,
+            )
 
     def finish_execution(
         self,
@@ -843,15 +931,16 @@ class SqlStore:
             )
 
     def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
-        return self._insert_once(
-            executions,
-            request_id=request_id,
-            executor=who,
-            started_at=now,
-            finished_at=now,
-            outcome="denied",
-            detail=reason,
-        )
+        with self._tx() as tx:
+            return self._insert_execution(
+                tx,
+                request_id,
+                executor=who,
+                outcome="denied",
+                detail=reason,
+                now=now,
+                finished=True,
+            )
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         with self._tx() as tx:
