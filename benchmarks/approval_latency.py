@@ -64,11 +64,11 @@ from bot.ports import Kind, Obj
 from bot.remediate.decisions import command_for
 from bot.remediate.executor import ANNOTATION_PREFIX, OUR_ANNOTATIONS, Executor
 from bot.remediate.nodes import MAINTENANCE_TAINT, remove_taint, set_annotations, uncordon
-from bot.sim import objects
-from bot.sim.apiserver import SimulatedApiServer
-from bot.sim.scenarios import healthy_cluster
-from bot.sim.store import BY_KIND, SHUTDOWN_ANNOTATION, Store
 from bot.store.sql import SqlStore
+from gpusim import objects
+from gpusim.apiserver import SimulatedApiServer
+from gpusim.scenarios import healthy_cluster
+from gpusim.store import BY_KIND, SHUTDOWN_ANNOTATION, Store
 
 T = TypeVar("T")
 NODE = "gpu-a1"

@@ -26,7 +26,7 @@ from bot.diagnose import diagnose
 from bot.evidence.snapshot import collect_facts, parse_snapshot
 from bot.model import Signal
 from bot.rules.loading import load_rules
-from bot.sim.scenarios import FIXTURE_NOW, healthy_cluster
+from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,7 +31,7 @@ from bot.model import Lang, Signal
 from bot.rules.contexts import node_context
 from bot.rules.loading import load_rules
 from bot.rules.matching import match
-from bot.sim.scenarios import FIXTURE_NOW, healthy_cluster
+from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 XIDS = ["13", "31", "48", "63", "74", "79", "94", "95", "119"]

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from bot.kube.cluster import KubeCluster
 from bot.remediate.draining import drain
-from bot.sim import objects
-from bot.sim.apiserver import SimulatedApiServer
-from bot.sim.scenarios import healthy_cluster
-from bot.sim.store import SHUTDOWN_ANNOTATION, Store
+from gpusim import objects
+from gpusim.apiserver import SimulatedApiServer
+from gpusim.scenarios import healthy_cluster
+from gpusim.store import SHUTDOWN_ANNOTATION, Store
 
 NODE = "gpu-a1"
 

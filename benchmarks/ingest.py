@@ -52,11 +52,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from bot import runtime
 from bot.chat.console import ConsoleChat
 from bot.config import Settings
 from bot.model import ActionRequest, Diagnosis, Incident, Lang
-from tests.servers import alertmanager_server
+from bot.roots import serve as runtime
+from tests.helpers.servers import alertmanager_server
 
 TOKEN = "bench-token"
 SETTLE_S = 0.3

@@ -35,15 +35,15 @@ from pathlib import Path
 
 from slack_sdk.errors import SlackApiError
 
-from bot.app import diagnose_snapshot, load_ruleset
 from bot.chat.blocks import SNOOZE_ACTION, diagnosis_blocks, fallback_text
 from bot.chat.slack import OutboxDelivery, SlackChat, slack_client
 from bot.config import Settings, SlackSettings
 from bot.evidence.snapshot import parse_snapshot
 from bot.model import Diagnosis, Incident
+from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.rules.testing import Edit, apply_edits
 from bot.store.sql import SqlStore
-from tests.slack_double import SlackDouble
+from tests.helpers.slack_double import SlackDouble
 
 REPO = Path(__file__).resolve().parent.parent
 CHANNEL = "C0GPUALERTS"

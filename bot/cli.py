@@ -17,7 +17,6 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from bot import app as pipeline
 from bot.chat.console import (
     ConsoleApprover,
     print_diagnoses,
@@ -31,8 +30,8 @@ from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
+from bot.roots import offline
 from bot.rules.linting import lint_rules
-from bot.sim.scenarios import SCENARIOS
 from bot.sources.alertmanager import load_alerts_file
 
 app = typer.Typer(
@@ -159,11 +158,11 @@ def diagnose_command(
     signals: list[Signal] = []
     for path in alerts or []:
         signals.extend(load_alerts_file(path, settings.node_labels))
-    ruleset = pipeline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or pipeline.now_utc()
+    ruleset = offline.load_ruleset(settings, [rules] if rules else None)
+    moment = now or offline.now_utc()
     if moment.tzinfo is None:
         moment = moment.astimezone()
-    result = pipeline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
     _print(result.diagnoses, fmt, language)
     errors: list[GpubotError] = [*ruleset.errors, *result.errors]
     _report_rule_errors(errors)
@@ -179,7 +178,7 @@ def rules_lint(
 ) -> None:
     """Validate rule files: schema, both languages, CEL, and every field the CEL reads."""
     settings = _settings(config)
-    ruleset = pipeline.load_ruleset(settings, [path] if path else None)
+    ruleset = offline.load_ruleset(settings, [path] if path else None)
     problems: list[GpubotError] = [*ruleset.errors, *lint_rules(ruleset, settings)]
     _report_rule_errors(problems)
     count = len(ruleset.rules)
@@ -197,7 +196,7 @@ def rules_test(
 ) -> None:
     """Run rule unit tests (YAML) and report each failure with its file and line."""
     settings = _settings(config)
-    runs = pipeline.run_rule_tests(path or settings.rules_dir, settings)
+    runs = offline.run_rule_tests(path or settings.rules_dir, settings)
     passed = failed = 0
     for run in runs:
         _report_rule_errors(list(run.rules.errors))
@@ -241,9 +240,9 @@ def demo(
     if not replay:
         _live_demo(settings, language, console, pause, approve_as, store_url)
         return
-    for scenario in pipeline.demo_scenarios(settings):
+    for scenario in offline.demo_scenarios(settings):
         console.rule(Text(scenario.name, style="bold"))
-        outcome = pipeline.run_rule_test(
+        outcome = offline.run_rule_test(
             scenario.test.model_copy(update={"lang": language}),
             scenario.where,
             scenario.base_dir,
@@ -261,7 +260,7 @@ def _live_demo(
     approve_as: str | None,
     store_url: str | None,
 ) -> None:
-    from bot import demo as live
+    from bot.roots import demo as live
 
     def signal(s: Signal) -> None:
         detail = ", ".join(
@@ -288,7 +287,7 @@ def _live_demo(
         summary=summary,
     )
     live.run(
-        pipeline.load_ruleset(settings),
+        offline.load_ruleset(settings),
         settings,
         language,
         out,
@@ -397,7 +396,7 @@ def serve(
     scheduled work and the executor."""
     import logging
 
-    from bot import runtime
+    from bot.roots import serve as runtime
 
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
@@ -489,12 +488,15 @@ def sim_serve(
     ] = True,
 ) -> None:
     """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
+    from gpusim.launching import start_simulator
+    from gpusim.scenarios import SCENARIOS
+
     if scenario not in SCENARIOS:
         known = ", ".join(SCENARIOS)
         raise InputError("--scenario", f"unknown scenario {scenario!r}; known: {known}")
     size = SCENARIOS[scenario]
     gpu_nodes = nodes or size["gpu_nodes"]
-    simulation = pipeline.start_simulator(
+    simulation = start_simulator(
         gpu_nodes,
         port,
         pods_per_node=pods_per_node or size["pods_per_node"],
@@ -541,8 +543,13 @@ def sim_inject(
     ] = None,
 ) -> None:
     """Make a fault happen on a node of a running simulated cluster."""
+    from gpusim.launching import SimulatorError, inject_remote
+
     params = dict(_param(p) for p in param or [])
-    result = pipeline.inject_remote(server, fault, node, params)
+    try:
+        result = inject_remote(server, fault, node, params)
+    except SimulatorError as exc:
+        raise InputError("sim inject", str(exc)) from exc
     for line in result["description"]:
         typer.echo(line)
     if alerts_out is not None:

@@ -1,9 +1,11 @@
+"""Fixtures every test folder shares: default settings, the healthy snapshot with edits, facts
+of a snapshot, and a fresh simulated cluster behind the real client."""
+
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +14,7 @@ from bot.config import Settings
 from bot.evidence.snapshot import Snapshot, collect_facts, parse_snapshot
 from bot.model import ClusterFacts, Signal
 from bot.rules.testing import Edit, apply_edits
-
-REPO = Path(__file__).resolve().parent.parent
-RULES = REPO / "rules"
-HEALTHY = RULES / "tests" / "snapshots" / "healthy.json"
-NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+from tests.helpers.paths import HEALTHY, NOW
 
 
 @pytest.fixture
@@ -52,9 +50,9 @@ def facts_of(settings: Settings) -> Callable[..., ClusterFacts]:
 def sim_cluster() -> Iterator[tuple[Any, Any]]:
     """A fresh simulated GPU cluster (4 GPU nodes) and the real-client adapter talking to it."""
     from bot.kube.cluster import KubeCluster
-    from bot.sim.apiserver import SimulatedApiServer
-    from bot.sim.scenarios import healthy_cluster
-    from bot.sim.store import Store
+    from gpusim.apiserver import SimulatedApiServer
+    from gpusim.scenarios import healthy_cluster
+    from gpusim.store import Store
 
     store = Store()
     store.load(healthy_cluster(4, datetime.now(UTC))["items"])

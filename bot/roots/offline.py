@@ -1,0 +1,138 @@
+"""The offline composition root: rules, a snapshot and alerts in, diagnoses out (`gpubot
+diagnose`, `rules test`, `demo --replay`). Nothing here opens a store, a socket or a
+cluster; `gpubot serve` is composed in `bot/roots/serve.py`, the live demo in
+`bot/roots/demo.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.config import Settings
+from bot.diagnose import DiagnoseResult, diagnose
+from bot.errors import InputError
+from bot.evidence.snapshot import (
+    Snapshot,
+    collect_facts,
+    parse_snapshot,
+    resolve_signal_nodes,
+)
+from bot.model import Lang, Signal
+from bot.rules.loading import RuleSet, load_rules
+from bot.rules.testing import (
+    RuleTest,
+    TestOutcome,
+    apply_edits,
+    base_snapshot,
+    check,
+    load_test_file,
+)
+from bot.sources.alertmanager import signals_from_payload, validate_payload
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)
+
+
+def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:
+    return load_rules(paths or [settings.rules_dir])
+
+
+def diagnose_snapshot(
+    snapshot: Snapshot,
+    signals: list[Signal],
+    rules: RuleSet,
+    settings: Settings,
+    now: datetime,
+    lang: Lang | None = None,
+) -> DiagnoseResult:
+    signals = resolve_signal_nodes(snapshot, signals)
+    facts = collect_facts(snapshot, signals, settings, now)
+    return diagnose(facts, signals, rules, settings, lang)
+
+
+def rule_test_files(path: Path) -> list[Path]:
+    """A test file, or every `*.yaml` under `tests/` of a rules directory."""
+    if path.is_file():
+        return [path]
+    tests_dir = path / "tests" if (path / "tests").is_dir() else path
+    return sorted(tests_dir.glob("*.yaml"))
+
+
+def rules_dir_for(test_file: Path, declared: str | None) -> Path:
+    if declared:
+        return (test_file.parent / declared).resolve()
+    return test_file.parent.parent
+
+
+@dataclass
+class RuleTestRun:
+    file: Path
+    rules: RuleSet
+    outcomes: list[TestOutcome]
+
+
+def build_case(test: RuleTest, base_dir: Path, settings: Settings) -> tuple[Snapshot, list[Signal]]:
+    """A rule test's snapshot (base plus edits) and alerts, as the pipeline would receive them."""
+    edited = apply_edits(base_snapshot(base_dir / test.snapshot), test.edits)
+    payload = validate_payload(
+        {"status": "firing", "alerts": [{"status": "firing", **a} for a in test.alerts]},
+        f"{test.name}: alerts",
+    )
+    return parse_snapshot(edited, test.snapshot), signals_from_payload(
+        payload, settings.node_labels
+    )
+
+
+def run_rule_test(
+    test: RuleTest, where: str, base_dir: Path, rules: RuleSet, settings: Settings
+) -> TestOutcome:
+    try:
+        snapshot, signals = build_case(test, base_dir, settings)
+        result = diagnose_snapshot(snapshot, signals, rules, settings, test.now, test.lang)
+    except InputError as exc:
+        # Name the test, not the base snapshot its edits broke.
+        raise InputError(where, f"{test.name}: {exc}") from exc
+    failures = [f"rule error: {e}" for e in result.errors]
+    failures += check(test, result.diagnoses)
+    return TestOutcome(test.name, where, failures, result.diagnoses)
+
+
+def run_rule_tests(path: Path, settings: Settings) -> list[RuleTestRun]:
+    runs = []
+    cache: dict[Path, RuleSet] = {}
+    for file in rule_test_files(path):
+        parsed, where = load_test_file(file)
+        rules_dir = rules_dir_for(file, parsed.rules_dir)
+        if rules_dir not in cache:
+            cache[rules_dir] = load_rules([rules_dir])
+        rules = cache[rules_dir]
+        outcomes = [
+            run_rule_test(test, where(i), file.parent, rules, settings)
+            for i, test in enumerate(parsed.tests)
+        ]
+        runs.append(RuleTestRun(file, rules, outcomes))
+    return runs
+
+
+@dataclass
+class DemoScenario:
+    name: str
+    test: RuleTest
+    where: str
+    base_dir: Path
+    rules: RuleSet
+
+
+def demo_scenarios(settings: Settings) -> list[DemoScenario]:
+    """The rule tests marked `demo: true`: real snapshots, replayed through the pipeline."""
+    rules = load_ruleset(settings)
+    scenarios = []
+    for file in rule_test_files(settings.rules_dir):
+        parsed, where = load_test_file(file)
+        for index, test in enumerate(parsed.tests):
+            if test.demo:
+                scenarios.append(DemoScenario(test.name, test, where(index), file.parent, rules))
+    return scenarios

@@ -1,0 +1,306 @@
+"""`gpubot serve`: the composition of the real parts into one running replica.
+
+Starts, in order: the store (schema checked), the Kubernetes client, the rules, the chat,
+the executor and the service, the leader election (whose callback starts and stops the
+scheduler), the Kubernetes watches, and last the HTTP server — so nothing is accepted before
+it can be stored and acted on. Stops in the reverse order; SIGKILL at any point is what
+the store's records and `Executor.resume` are for.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import uvicorn
+from rich.console import Console
+
+from bot.chat.console import ConsoleChat
+from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
+from bot.config import Settings
+from bot.errors import InputError
+from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
+from bot.inbox import Inbox
+from bot.incidents.digest import next_run
+from bot.kube.cluster import KubeCluster
+from bot.leader import LeaderElector, LeaseConfig
+from bot.model import Signal
+from bot.ports import Chat
+from bot.prom.client import PrometheusMetrics
+from bot.remediate.executor import Executor
+from bot.remediate.health_gate import ExternalEvidence
+from bot.roots.offline import load_ruleset
+from bot.schedule import Scheduler
+from bot.service import EvidenceLines, Service
+from bot.sources.kube import KubeSignals
+from bot.store.sql import SqlStore
+from bot.telemetry import Telemetry
+from bot.web import WebSettings, build_app
+
+log = logging.getLogger("gpubot.serve")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def default_identity() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class SlackParts:
+    """Slack, when configured: messages out through the outbox (delivered by the leader
+    only: the outbox has no claim, two senders would post twice), clicks and `/gpubot` in
+    over HTTP or Socket Mode on every replica."""
+
+    outgoing: SlackOutgoing
+    interactions: SlackInteractions
+    socket: SocketModeRunner | None
+
+    def leading(self, leads: bool) -> None:
+        if leads:
+            self.outgoing.delivery.start()
+        else:
+            self.outgoing.delivery.stop()
+
+    def stop(self) -> None:
+        if self.socket is not None:
+            self.socket.stop()
+        self.outgoing.delivery.stop()
+        self.interactions.close()
+
+
+@dataclass
+class Replica:
+    """One running `gpubot serve`, with handles for tests and shutdown."""
+
+    settings: Settings
+    store: SqlStore
+    cluster: KubeCluster
+    service: Service
+    elector: LeaderElector
+    scheduler: Scheduler
+    watcher: KubeSignals | None
+    server: uvicorn.Server
+    slack: SlackParts | None = None
+    _stopped: threading.Event = field(default_factory=threading.Event)
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.server.should_exit = True
+        if self.watcher is not None:
+            self.watcher.stop()
+        self.elector.stop()
+        self.scheduler.stop()
+        if self.slack is not None:
+            self.slack.stop()
+        self.service.stop()
+        self.cluster.close()
+        self.store.close()
+
+
+def _evidence(settings: Settings) -> tuple[EvidenceLines | None, Callable[[str], ExternalEvidence]]:
+    prometheus = settings.prometheus
+    if not prometheus.url:
+        return None, lambda _node: ExternalEvidence()
+    metrics = PrometheusMetrics(prometheus.url)
+
+    def gather(node: str) -> GpuEvidence:
+        return gather_gpu_evidence(
+            metrics,
+            node,
+            prometheus.window_s,
+            node_label=prometheus.node_label,
+            timeout_s=prometheus.timeout_s,
+        )
+
+    def evidence_lines(node: str) -> list[str]:
+        return lines(gather(node), settings.lang)
+
+    def external(node: str) -> ExternalEvidence:
+        found = gather(node)
+        if not found.available:
+            return ExternalEvidence()
+        errors = [line for line in lines(found, settings.lang) if "Xid" in line or "ECC" in line]
+        return ExternalEvidence(new_gpu_errors=errors)
+
+    return evidence_lines, external
+
+
+def build_replica(
+    settings: Settings,
+    *,
+    kube_url: str | None = None,
+    kubeconfig: Path | None = None,
+    in_cluster: bool = False,
+    chat: Chat | None = None,
+    watch: bool = True,
+) -> Replica:
+    token = settings.serve.token()
+    if token is None:
+        raise InputError(
+            "serve.bearer_token",
+            "set GPUBOT_SERVE__BEARER_TOKEN or serve.bearer_token_file: the webhook never "
+            "runs without credentials",
+        )
+    _check_slack(settings)
+    if settings.schedule.digest_at is not None:
+        # A bad time or zone is a start-up error, not a digest that never comes.
+        next_run(_now(), settings.schedule.digest_at, settings.schedule.digest_tz)
+    store = SqlStore.open(settings.store_url)
+    if kube_url:
+        cluster = KubeCluster.for_url(kube_url)
+    elif in_cluster:
+        cluster = KubeCluster.in_cluster()
+    else:
+        cluster = KubeCluster.from_kubeconfig(kubeconfig)
+    identity = settings.serve.identity or default_identity()
+    evidence_lines, external = _evidence(settings)
+    outgoing = _slack_outgoing(settings, store)
+    executor = Executor(
+        cluster,
+        store,
+        settings,
+        executor_id=identity,
+        clock=_now,
+        external=external,
+        # Without Slack there are no user groups: policies name people.
+        groups_of=outgoing.groups if outgoing else lambda _user: set(),
+    )
+    s = settings.serve
+    lease = LeaseConfig(
+        name=s.lease_name,
+        namespace=s.lease_namespace,
+        lease_duration_s=s.lease_duration_s,
+        renew_deadline_s=s.renew_deadline_s,
+        retry_period_s=s.retry_period_s,
+    )
+    holder: list[LeaderElector] = []
+    telemetry = Telemetry()
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings),
+        store=store,
+        cluster=cluster,
+        chat=chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang)),
+        executor=executor,
+        clock=_now,
+        is_leader=lambda: bool(holder) and holder[0].is_leader,
+        evidence=evidence_lines,
+        inbox=Inbox(store, settings.node_labels, telemetry),
+        telemetry=telemetry,
+    )
+    executor.notify = service.on_timeline  # drain progress into the incident's thread
+    scheduler = Scheduler(service, store.engine, settings.schedule)
+    slack = _slack_parts(settings, outgoing, service) if outgoing else None
+
+    def on_change(leads: bool) -> None:
+        scheduler.leading(leads)
+        if slack is not None:
+            slack.leading(leads)
+
+    elector = LeaderElector(cluster, identity, lease, on_change=on_change)
+    holder.append(elector)
+
+    def from_kube(signal: Signal) -> None:
+        if store.add_signals([signal], _now()) == [True]:
+            service.on_signals([signal])
+
+    watcher = (
+        KubeSignals(cluster, from_kube, operator_namespaces=tuple(settings.operator_namespaces))
+        if watch
+        else None
+    )
+    web = build_app(
+        store,
+        WebSettings.from_settings(settings, bearer_token=token, max_body_bytes=s.max_body_bytes),
+        service.on_delivery,
+        metrics=telemetry,
+        extra_routes=(
+            slack.interactions.routes() if slack is not None and slack.socket is None else ()
+        ),
+    )
+    config = uvicorn.Config(web, host=s.host, port=s.port, log_level="warning", lifespan="off")
+    return Replica(
+        settings,
+        store,
+        cluster,
+        service,
+        elector,
+        scheduler,
+        watcher,
+        uvicorn.Server(config),
+        slack,
+    )
+
+
+def _check_slack(settings: Settings) -> None:
+    """Before anything is opened: a half-configured Slack is a start-up error, not a bot
+    that silently posts nowhere."""
+    slack = settings.slack
+    if slack.bot_token is None:
+        return
+    if not slack.channel:
+        raise InputError("slack.channel", "required: the channel id diagnoses go to")
+    if slack.mode == "socket" and slack.app_token is None:
+        raise InputError("slack.app_token", "required in socket mode (an xapp- token)")
+    if slack.mode == "http" and slack.signing_secret is None:
+        raise InputError("slack.signing_secret", "required in http mode")
+
+
+def _slack_outgoing(settings: Settings, store: SqlStore) -> SlackOutgoing | None:
+    if settings.slack.bot_token is None:
+        return None
+    return build_slack_outgoing(
+        settings.slack, store, settings.remediation.approvals, settings.lang, clock=_now
+    )
+
+
+def _slack_parts(settings: Settings, outgoing: SlackOutgoing, service: Service) -> SlackParts:
+    slack = settings.slack
+    socket = None
+    interactions = SlackInteractions(
+        service, outgoing.chat, slack, client=outgoing.client, lang=settings.lang, clock=_now
+    )
+    if slack.mode == "socket" and slack.app_token is not None:
+        socket = SocketModeRunner(interactions, slack.app_token.get_secret_value())
+    return SlackParts(outgoing, interactions, socket)
+
+
+def run(replica: Replica, on_started: Callable[[int], None] | None = None) -> None:
+    """Starts everything and serves until the server is told to exit (SIGINT/SIGTERM)."""
+    # Everything built so far (rules, clients, the schema) lives as long as the process: out
+    # of the collector's reach, a full collection scans only what serving allocates. Without
+    # it, one took 100-190 ms in the middle of a webhook (benchmarks/ingest.py).
+    gc.collect()
+    gc.freeze()
+    replica.service.start()
+    if replica.slack is not None and replica.slack.socket is not None:
+        replica.slack.socket.start()
+    replica.elector.start()
+    if replica.watcher is not None:
+        replica.watcher.start()
+    server = replica.server
+
+    def announce() -> None:
+        while not server.started and not server.should_exit:
+            threading.Event().wait(0.05)
+        if server.started and on_started is not None:
+            port = server.servers[0].sockets[0].getsockname()[1]
+            on_started(port)
+
+    threading.Thread(target=announce, name="announce", daemon=True).start()
+    try:
+        server.run()
+    finally:
+        replica.stop()

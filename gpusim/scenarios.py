@@ -1,0 +1,119 @@
+"""Whole clusters, as one `kubectl get ... -A -o json` List: the ground rule tests, the demo
+and the benchmarks stand on. `healthy_cluster` must give no diagnosis at all."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+
+from gpusim import objects
+from gpusim.objects import Json
+
+FIXTURE_NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+CHECKPOINT_ANNOTATION = "gpubot.io/last-checkpoint"
+"""When a training pod last saved a checkpoint (RFC 3339), as its framework reports it:
+what a drain's risk is judged by (issue "Remediation")."""
+SCENARIOS = {
+    "gpu-pool": {"gpu_nodes": 4, "pods_per_node": 2},
+    "large": {"gpu_nodes": 5000, "pods_per_node": 13},
+}
+
+
+def healthy_cluster(
+    gpu_nodes: int = 4,
+    now: datetime = FIXTURE_NOW,
+    *,
+    pool: str = "a100-east",
+    pods_per_node: int = 2,
+    prefix: str = "gpu-a",
+) -> Json:
+    """`gpu_nodes` 8-GPU nodes of one pool, fully used by training and inference, plus one
+    CPU node; every GPU Operator component running; PDBs that allow one disruption."""
+    items: list[Json] = [objects.node("cpu-1", "system", now, gpu=False)]
+    jobs = max(1, gpu_nodes // 2)
+    per_job_nodes = max(1, gpu_nodes // jobs)
+    for index in range(gpu_nodes):
+        name = f"{prefix}{index + 1}"
+        items.append(objects.node(name, pool, now))
+        items.extend(objects.operator_pods(name, now))
+        job_index = index // per_job_nodes
+        job = f"train-llm-{job_index}"
+        # Each node runs one 8-GPU worker. Even-numbered jobs checkpoint every 30 minutes
+        # (the last one 12 minutes ago); odd-numbered jobs never do: a drain costs them work.
+        worker = index % per_job_nodes
+        worker_pod = objects.pod(
+            f"{job}-worker-{worker}",
+            "ml",
+            name,
+            now,
+            labels={"job-name": job, "training.kubeflow.org/replica-index": str(worker)},
+            owner_ref=objects.owner("Job", job, "batch/v1"),
+            image="nvcr.io/nvidia/pytorch:24.03-py3",
+            gpus=8 if pods_per_node < 3 else 4,
+            age=timedelta(hours=20),
+            grace=120,
+            generate_name=f"{job}-worker-",
+            restart_policy="OnFailure",
+            host_ip=objects.node_ip(name),
+        )
+        if job_index % 2 == 0:
+            worker_pod["metadata"]["annotations"] = {
+                CHECKPOINT_ANNOTATION: objects.ts(now - timedelta(minutes=12))
+            }
+        items.append(worker_pod)
+        for extra in range(max(0, pods_per_node - 1)):
+            items.append(
+                objects.pod(
+                    f"metrics-agent-{name}-{extra}",
+                    "monitoring",
+                    name,
+                    now,
+                    labels={"app": "metrics-agent"},
+                    owner_ref=objects.owner("ReplicaSet", f"metrics-agent-{extra}"),
+                    age=timedelta(days=5),
+                    generate_name=f"metrics-agent-{name}-",
+                    host_ip=objects.node_ip(name),
+                )
+            )
+    for job_index in range(jobs):
+        items.append(
+            objects.pdb(
+                f"train-llm-{job_index}-pdb",
+                "ml",
+                {"job-name": f"train-llm-{job_index}"},
+                min_available=max(0, per_job_nodes - 1),
+                healthy=per_job_nodes,
+            )
+        )
+    # As the GPU Operator does: each DaemonSet follows its gpu.deploy.<component> label, which
+    # is how mig-manager makes the device plugin, GFD, dcgm-exporter and validator vanish.
+    for ds, deploy in objects.OPERATOR_DAEMONSETS:
+        items.append(
+            objects.daemonset(
+                ds, objects.GPU_OPERATOR_NS, gpu_nodes, f"nvidia.com/gpu.deploy.{deploy}"
+            )
+        )
+    items.append(
+        objects.event(
+            "Node",
+            f"{prefix}1",
+            "",
+            "NodeReady",
+            f"Node {prefix}1 status is now: NodeReady",
+            now - timedelta(days=30),
+            host=f"{prefix}1",
+        )
+    )
+    return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def main() -> None:
+    """python -m gpusim.scenarios [GPU_NODES] > snapshot.json"""
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+    json.dump(healthy_cluster(count), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

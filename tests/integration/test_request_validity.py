@@ -1,0 +1,239 @@
+"""An approval acts only while the incident it was made for is still the open problem.
+
+Seen as an operator: after an Xid 79 the early `gpu-capacity-short` incident (proposing a
+cordon) was resolved when the right `gpu-fell-off-bus` incident opened, and its cordon request
+stayed approvable: one vote cordoned the node from an incident that was already over. Each
+test here votes on such a request by one of the ways a person can (the service, as a click
+does; the executor, as the leader's duties do; `gpubot approve`) and looks at what a person
+would: the node's `spec.unschedulable`, the votes and executions stored, the answer given.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from bot.chat.console import ConsoleChat
+from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.model import Action, ActionRequest, Incident, IncidentState, Signal
+from bot.remediate.executor import Executor
+from bot.remediate.health_gate import ExternalEvidence
+from bot.roots.offline import load_ruleset
+from bot.service import Service
+from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.store.sql import SqlStore
+from bot.store.tables import incidents, votes
+from gpusim import faults
+from gpusim.store import BY_KIND
+
+ONE_PERSON = ActionPolicy(users=["alice", "bob"])
+
+
+@dataclass
+class Bot:
+    server: Any
+    store: SqlStore
+    service: Service
+    executor: Executor
+    out: io.StringIO
+    leader: list[bool]
+    url: str
+
+    def cordoned(self, node: str) -> bool:
+        found: dict[str, Any] = self.server.store.get(BY_KIND["Node"], "", node)
+        return bool(found["spec"].get("unschedulable"))
+
+    def xid79_seen_by_the_watch_first(self, node: str = "gpu-a2") -> tuple[Incident, list[Signal]]:
+        """The GPU is gone before its alert arrives: the pass finds fewer GPUs and proposes a
+        cordon; the alert is returned for the caller to deliver."""
+        result = faults.inject(self.server.store, "xid", node, datetime.now(UTC), code=79, gpu=3)
+        alert = signals_from_payload(validate_payload(result.payload()), ["node"])
+        [early] = [i for i in self.service.process([]) if i.node == node]
+        return early, alert
+
+    def deliver(self, alert: list[Signal]) -> list[Incident]:
+        self.store.add_signals(alert, datetime.now(UTC))
+        return self.service.process(alert)
+
+    def cordon_request(self, incident: Incident) -> ActionRequest:
+        [cordon] = [r for r in self.store.requests(incident.id) if r.action is Action.CORDON]
+        return cordon
+
+
+@pytest.fixture
+def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
+    server, cluster = sim_cluster
+    settings = Settings(
+        remediation=Remediation(
+            approvals=ApprovalPolicy(cordon=ONE_PERSON, drain=ONE_PERSON, uncordon=ONE_PERSON)
+        )
+    )
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    store = SqlStore.open(url)
+    out = io.StringIO()
+    leader = [True]
+
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+    executor = Executor(
+        cluster,
+        store,
+        settings,
+        executor_id="replica",
+        clock=now,
+        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
+    )
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings),
+        store=store,
+        cluster=cluster,
+        chat=ConsoleChat(Console(file=out, width=200), settings.lang),
+        executor=executor,
+        clock=now,
+        is_leader=lambda: leader[0],
+    )
+    yield Bot(server, store, service, executor, out, leader, url)
+    store.close()
+
+
+def _superseded(bot: Bot) -> tuple[Incident, Incident, ActionRequest]:
+    early, alert = bot.xid79_seen_by_the_watch_first()
+    assert early.rule == "gpu-capacity-short"
+    cordon = bot.cordon_request(early)
+    [right] = [i for i in bot.deliver(alert) if i.node == "gpu-a2"]
+    assert right.rule == "gpu-fell-off-bus"
+    assert bot.store.incident(early.id).state is IncidentState.RESOLVED
+    return early, right, cordon
+
+
+def test_a_vote_on_a_superseded_incidents_request_changes_nothing_and_says_why(
+    bot: Bot,
+) -> None:
+    early, right, cordon = _superseded(bot)
+
+    outcome = bot.service.approve(cordon.id, "alice")
+
+    assert outcome.status == "withdrawn"
+    assert outcome.message.startswith("this request is no longer valid: ")
+    assert f"incident {early.id} was resolved at " in outcome.message
+    assert f"superseded by incident {right.id} (gpu-fell-off-bus)" in outcome.message
+    assert not bot.cordoned("gpu-a2")
+    assert bot.store.votes(cordon.id) == []
+    execution = bot.store.execution(cordon.id)
+    assert execution is not None and execution.outcome == "withdrawn"
+    # A denial is no more welcome: the request is over either way.
+    denied = bot.service.deny(cordon.id, "bob", "not needed")
+    assert denied.status == "withdrawn" and "no longer valid" in denied.message
+    # The chat said so where the buttons were, when it was superseded.
+    assert f"request {cordon.id} withdrawn" in bot.out.getvalue()
+
+
+def test_a_vote_on_a_resolved_incidents_request_changes_nothing_and_says_when(bot: Bot) -> None:
+    early, _ = bot.xid79_seen_by_the_watch_first()
+    cordon = bot.cordon_request(early)
+    bot.service.resolve(early.id, "gpu-capacity-short no longer matches: the symptom is gone")
+
+    outcome = bot.service.approve(cordon.id, "alice")
+
+    assert outcome.status == "withdrawn"
+    assert f"this request is no longer valid: incident {early.id} was resolved at " in (
+        outcome.message
+    )
+    assert "the symptom is gone" in outcome.message
+    assert not bot.cordoned("gpu-a2")
+    assert bot.store.votes(cordon.id) == []
+    # Straight to the executor (as the leader's duties call it): refused the same way.
+    assert bot.executor.execute(cordon.id).status == "withdrawn"
+    assert not bot.cordoned("gpu-a2")
+
+
+def test_a_vote_recorded_just_before_the_resolve_does_not_act_after_it(bot: Bot) -> None:
+    """Recorded first (on a replica that does not lead), resolve next, executor last."""
+    bot.leader[0] = False
+    early, alert = bot.xid79_seen_by_the_watch_first()
+    cordon = bot.cordon_request(early)
+    recorded = bot.service.approve(cordon.id, "alice")
+    assert recorded.status == "recorded"
+    assert bot.store.incident(early.id).state is IncidentState.APPROVED
+
+    [right] = [i for i in bot.deliver(alert) if i.node == "gpu-a2"]
+    assert right.rule == "gpu-fell-off-bus"
+    assert bot.store.incident(early.id).state is IncidentState.RESOLVED
+
+    bot.leader[0] = True
+    bot.service.run_leader_duties()
+    assert not bot.cordoned("gpu-a2")
+    execution = bot.store.execution(cordon.id)
+    assert execution is not None and execution.outcome == "withdrawn"
+    assert f"superseded by incident {right.id}" in execution.detail
+    again = bot.executor.execute(cordon.id)
+    assert again.status == "withdrawn" and "no longer valid" in again.message
+    assert not bot.cordoned("gpu-a2")
+
+
+def test_an_incident_resolved_before_this_rule_existed_still_refuses(bot: Bot) -> None:
+    """A store written by an older gpubot holds resolved incidents whose requests were never
+    withdrawn: the claim itself looks at the incident, in the transaction that claims."""
+    early, _ = bot.xid79_seen_by_the_watch_first()
+    cordon = bot.cordon_request(early)
+    # What an older gpubot left: the incident resolved, the request with a vote, no execution.
+    with bot.store.engine.begin() as tx:
+        tx.execute(
+            incidents.update()
+            .where(incidents.c.id == int(early.id))
+            .values(state="resolved", resolved_at=datetime.now(UTC))
+        )
+        tx.execute(
+            votes.insert().values(request_id=cordon.id, approver="alice", at=datetime.now(UTC))
+        )
+    bot.service.run_leader_duties()
+    assert not bot.cordoned("gpu-a2")
+    execution = bot.store.execution(cordon.id)
+    assert execution is not None and execution.outcome == "withdrawn"
+    assert f"incident {early.id} was resolved" in execution.detail
+
+
+def test_gpubot_approve_on_a_superseded_request_exits_2_and_says_why(
+    bot: Bot, tmp_path: Path
+) -> None:
+    _early, right, cordon = _superseded(bot)
+    settings = tmp_path / "settings.yaml"
+    settings.write_text("remediation:\n  approvals:\n    cordon: {users: [alice]}\n")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "approve",
+            cordon.id,
+            "--as",
+            "alice",
+            "--store-url",
+            bot.url,
+            "--config",
+            str(settings),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert done.returncode == 2, done
+    said = done.stdout + done.stderr
+    assert "this request is no longer valid" in said
+    assert f"superseded by incident {right.id}" in said
+    assert bot.store.votes(cordon.id) == []
+    assert not bot.cordoned("gpu-a2")

@@ -1,0 +1,127 @@
+"""Approval policy: invariants 1 and 2 as decisions, before any store or chat exists."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from bot.config import ActionPolicy, ApprovalPolicy
+from bot.evidence.snapshot import Snapshot
+from bot.model import Action, ClusterFacts
+from bot.remediate.approvals import (
+    Vote,
+    decide,
+    facts_fingerprint,
+    new_request,
+)
+from tests.helpers.paths import NOW
+
+POLICY = ApprovalPolicy(
+    cordon=ActionPolicy(groups=["gpu-oncall"]),
+    drain=ActionPolicy(groups=["gpu-oncall"], two_person=True),
+    uncordon=ActionPolicy(users=["carol"]),
+    force=ActionPolicy(users=["dave", "erin"], two_person=True),
+)
+GROUPS = {"alice": {"gpu-oncall"}, "bob": {"gpu-oncall"}, "mallory": {"interns"}}
+
+
+def groups_of(user: str) -> set[str]:
+    return GROUPS.get(user, set())
+
+
+@pytest.fixture
+def node(edited: Callable[..., Snapshot], facts_of: Callable[..., ClusterFacts]) -> Any:
+    return facts_of(edited()).nodes["gpu-a1"]
+
+
+def test_someone_the_policy_does_not_name_is_refused_with_who_is_needed(node: Any) -> None:
+    request = new_request("r1", Action.CORDON, node, "alice", NOW, POLICY)
+    decision = decide(request, "mallory", NOW, POLICY, groups_of)
+    assert decision.outcome == "refused"
+    assert decision.reason == "you are not allowed to approve cordon on gpu-a1 (needs: @gpu-oncall)"
+
+
+def test_a_group_member_approves_a_cordon(node: Any) -> None:
+    request = new_request("r1", Action.CORDON, node, "carol", NOW, POLICY)
+    assert decide(request, "bob", NOW, POLICY, groups_of).outcome == "approved"
+
+
+def test_the_requester_cannot_approve_their_own_unless_allowed(node: Any) -> None:
+    request = new_request("r1", Action.CORDON, node, "alice", NOW, POLICY)
+    assert decide(request, "alice", NOW, POLICY, groups_of).outcome == "refused"
+    lenient = POLICY.model_copy(
+        update={"cordon": ActionPolicy(groups=["gpu-oncall"], allow_self=True)}
+    )
+    assert decide(request, "alice", NOW, lenient, groups_of).outcome == "approved"
+
+
+def test_an_expired_request_is_refused(node: Any) -> None:
+    request = new_request("r1", Action.CORDON, node, "carol", NOW, POLICY)
+    later = NOW + timedelta(seconds=POLICY.expiry_s)
+    decision = decide(request, "bob", later, POLICY, groups_of)
+    assert decision.outcome == "refused" and "expired" in decision.reason
+
+
+def test_drain_needs_two_different_approvers(node: Any) -> None:
+    request = new_request("r1", Action.DRAIN, node, "carol", NOW, POLICY)
+    first = decide(request, "alice", NOW, POLICY, groups_of)
+    assert first.outcome == "need-another"
+    votes = [Vote(request_id="r1", approver="alice", at=NOW)]
+    again = decide(request, "alice", NOW, POLICY, groups_of, votes)
+    assert again.outcome == "refused" and "different second approver" in again.reason
+    second = decide(request, "bob", NOW, POLICY, groups_of, votes)
+    assert second.outcome == "approved" and second.approvers == ["alice", "bob"]
+
+
+def test_force_has_its_own_approvers(node: Any) -> None:
+    request = new_request("r1", Action.DRAIN, node, "carol", NOW, POLICY, force=True)
+    decision = decide(request, "alice", NOW, POLICY, groups_of)
+    assert decision.outcome == "refused"
+    assert (
+        decision.reason
+        == "you are not allowed to approve drain --force on gpu-a1 (needs: dave, erin)"
+    )
+    assert decide(request, "dave", NOW, POLICY, groups_of).outcome == "need-another"
+
+
+def test_uncordon_despite_the_gate_needs_two(node: Any) -> None:
+    policy = POLICY.model_copy(
+        update={"uncordon_anyway": ActionPolicy(users=["carol", "dave"], two_person=True)}
+    )
+    request = new_request("r1", Action.UNCORDON, node, "alice", NOW, policy, override_gate=True)
+    assert decide(request, "carol", NOW, policy, groups_of).outcome == "need-another"
+
+
+def test_nobody_may_approve_what_nobody_is_configured_for(node: Any) -> None:
+    request = new_request("r1", Action.CORDON, node, "alice", NOW, ApprovalPolicy())
+    decision = decide(request, "bob", NOW, ApprovalPolicy(), groups_of)
+    assert decision.outcome == "refused" and "nobody is configured" in decision.reason
+
+
+def test_the_fingerprint_changes_with_what_matters_and_not_with_time(
+    edited: Callable[..., Snapshot], facts_of: Callable[..., ClusterFacts]
+) -> None:
+    base = facts_fingerprint(facts_of(edited()).nodes["gpu-a1"])
+    later = facts_of(edited(), None)  # same facts, computed again
+    assert facts_fingerprint(later.nodes["gpu-a1"]) == base
+    uncordoned_by_hand = facts_of(
+        edited({"kind": "Node", "name": "gpu-a1", "merge": {"spec": {"unschedulable": True}}})
+    )
+    assert facts_fingerprint(uncordoned_by_hand.nodes["gpu-a1"]) != base
+    pod_gone = facts_of(
+        edited({"kind": "Pod", "namespace": "ml", "name": "train-llm-0-worker-0", "delete": True})
+    )
+    assert facts_fingerprint(pod_gone.nodes["gpu-a1"]) != base
+    recovered = facts_of(
+        edited(
+            {
+                "kind": "Node",
+                "name": "gpu-a1",
+                "merge": {"status": {"allocatable": {"nvidia.com/gpu": "7"}}},
+            }
+        )
+    )
+    assert facts_fingerprint(recovered.nodes["gpu-a1"]) != base
