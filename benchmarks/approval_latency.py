@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.kube.cluster import KubeCluster
+from bot.kube.objects import Obj
 from bot.model import (
     Action,
     ClusterFacts,
@@ -60,10 +61,11 @@ from bot.model import (
     Severity,
     Stage,
 )
-from bot.ports import Kind, Obj
+from bot.names import MAINTENANCE_TAINT, PREFIX
+from bot.ports import Kind
 from bot.remediate.decisions import command_for
-from bot.remediate.executor import ANNOTATION_PREFIX, OUR_ANNOTATIONS, Executor
-from bot.remediate.nodes import MAINTENANCE_TAINT, remove_taint, set_annotations, uncordon
+from bot.remediate.executor import OUR_ANNOTATIONS, Executor
+from bot.remediate.nodes import remove_taint, set_annotations, uncordon
 from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
@@ -285,7 +287,7 @@ def put_back(cluster: KubeCluster) -> None:
     """The node as it was before any cordon: outside the timing."""
     uncordon(cluster, NODE)
     remove_taint(cluster, NODE, MAINTENANCE_TAINT)
-    set_annotations(cluster, NODE, {f"{ANNOTATION_PREFIX}{k}": None for k in OUR_ANNOTATIONS})
+    set_annotations(cluster, NODE, {f"{PREFIX}{k}": None for k in OUR_ANNOTATIONS})
 
 
 def percentile(values: list[float], share: float) -> float:

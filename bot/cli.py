@@ -6,7 +6,7 @@ import json
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
@@ -25,6 +25,7 @@ from bot.chat.console import (
     render_timeline,
     timeline_markdown,
 )
+from bot.clock import utcnow
 from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
 from bot.evidence.snapshot import load_snapshot
@@ -159,7 +160,7 @@ def diagnose_command(
     for path in alerts or []:
         signals.extend(load_alerts_file(path, settings.node_labels))
     ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or offline.now_utc()
+    moment = now or utcnow()
     if moment.tzinfo is None:
         moment = moment.astimezone()
     result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
@@ -363,10 +364,10 @@ def digest(
 
     settings = _settings(config)
     zone_name = tz or settings.schedule.digest_tz
-    next_run(datetime.now(UTC), "00:00", zone_name)  # an unknown zone is bad input
+    next_run(utcnow(), "00:00", zone_name)  # an unknown zone is bad input
     store = SqlStore.open(store_url or settings.store_url)
     try:
-        until = datetime.now(UTC).astimezone(ZoneInfo(zone_name))
+        until = utcnow().astimezone(ZoneInfo(zone_name))
         found = build_digest(store, until, timedelta(hours=hours))
         print("\n".join(digest_lines(found, lang or settings.lang)))
     finally:
@@ -438,7 +439,7 @@ def approve(
     store = SqlStore.open(store_url or settings.store_url)
     try:
         store.request(request)  # an unknown id is bad input, not a refusal
-        decisions = Decisions(store, settings, clock=lambda: datetime.now(UTC))
+        decisions = Decisions(store, settings, clock=utcnow)
         outcome = decisions.approve(request, as_user)
         if outcome.status not in ("recorded", "need-another"):
             raise InputError("--as", outcome.message)

@@ -18,6 +18,7 @@ from pydantic_settings import (
 
 from bot.errors import InputError
 from bot.model import Action, ActionRequest, Lang
+from bot.names import CHECKPOINT_ANNOTATION, NAMESPACE, POOL_LABEL
 from bot.yamlfiles import load_located
 
 
@@ -103,7 +104,7 @@ class Remediation(BaseModel):
     blast_radius: BlastRadius = Field(default_factory=lambda: BlastRadius())
     dry_run: bool = False
     """Everything but the writes; the timeline says what would have run."""
-    checkpoint_annotation: str = "gpubot.io/last-checkpoint"
+    checkpoint_annotation: str = CHECKPOINT_ANNOTATION
     """The pod annotation where training jobs record their last checkpoint (RFC 3339)."""
     checkpoint_max_age_s: int = 30 * 60
     drain_timeout_s: float = 15 * 60
@@ -126,7 +127,7 @@ class ServeSettings(BaseModel):
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
     identity: str | None = None
     """This replica's name in the leader Lease; defaults to the host name and process id."""
-    lease_namespace: str = "gpubot"
+    lease_namespace: str = NAMESPACE
     lease_name: str = "gpubot-leader"
     lease_duration_s: float = Field(default=15.0, gt=0)
     renew_deadline_s: float = Field(default=10.0, gt=0)
@@ -205,7 +206,7 @@ class Settings(BaseSettings):
     node_labels: list[str] = ["node", "kubernetes_node", "Hostname", "hostname", "instance"]
     """Alert labels that name the node, first match wins; `instance` loses its port."""
     pool_labels: list[str] = [
-        "gpubot.io/pool",
+        POOL_LABEL,
         "karpenter.sh/nodepool",
         "cloud.google.com/gke-nodepool",
         "eks.amazonaws.com/nodegroup",

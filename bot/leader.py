@@ -17,8 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.clock import utcnow
 from bot.errors import Conflict, GpubotError, NotFound
-from bot.ports import Cluster, Obj
+from bot.kube.objects import Obj, meta, spec_of
+from bot.names import NAMESPACE
+from bot.ports import Cluster
 
 Monotonic = Callable[[], float]
 
@@ -30,7 +33,7 @@ def _micro_time(at: datetime) -> str:
 @dataclass(frozen=True)
 class LeaseConfig:
     name: str = "gpubot-leader"
-    namespace: str = "gpubot"
+    namespace: str = NAMESPACE
     lease_duration_s: float = 15.0
     renew_deadline_s: float = 10.0
     retry_period_s: float = 2.0
@@ -67,7 +70,7 @@ class LeaderElector:
         return self._monotonic() - self._renewed_at < self.config.renew_deadline_s
 
     def _lease(self, previous: dict[str, Any] | None, version: str | None) -> Obj:
-        now = _micro_time(datetime.now(UTC))
+        now = _micro_time(utcnow())
         spec = dict(previous or {})
         taking_over = spec.get("holderIdentity") != self.identity
         spec.update(
@@ -111,7 +114,7 @@ class LeaderElector:
             expired = self._monotonic() - self._observed_at >= duration
             if holder and holder != self.identity and not expired:
                 return self._lost()
-            version = (current.get("metadata") or {}).get("resourceVersion")
+            version = meta(current).get("resourceVersion")
             self.cluster.replace("Lease", c.namespace, c.name, self._lease(spec, version))
             return self._renewed()
         except Conflict:
@@ -143,7 +146,7 @@ class LeaderElector:
             return
         try:
             current = self.cluster.get("Lease", c.namespace, c.name)
-            spec = dict(current.get("spec") or {})
+            spec = dict(spec_of(current))
             if spec.get("holderIdentity") != self.identity:
                 return
             spec.update(holderIdentity="", leaseDurationSeconds=1)
@@ -153,7 +156,7 @@ class LeaderElector:
                 "metadata": {
                     "name": c.name,
                     "namespace": c.namespace,
-                    "resourceVersion": (current.get("metadata") or {}).get("resourceVersion"),
+                    "resourceVersion": meta(current).get("resourceVersion"),
                 },
                 "spec": spec,
             }

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from bot.kube.objects import Obj
 from bot.model import (
     ActionRequest,
     Diagnosis,
@@ -22,7 +23,6 @@ from bot.model import (
 )
 
 Kind = Literal["Node", "Pod", "Event", "PodDisruptionBudget", "DaemonSet", "ReplicaSet", "Lease"]
-Obj = dict[str, Any]
 
 
 class Cluster(Protocol):

@@ -26,8 +26,9 @@ from bot.inbox import Inbox
 from bot.incidents.digest import build_digest, digest_lines
 from bot.incidents.lifecycle import IllegalTransition
 from bot.incidents.summary import summarize, summary_lines
-from bot.kubeobjects import Obj, name_of
+from bot.kube.objects import Obj, meta, name_of, spec_of
 from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
+from bot.names import GPUBOT
 from bot.ports import Chat, Cluster, Store
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
@@ -35,7 +36,6 @@ from bot.rules.loading import RuleSet
 from bot.telemetry import Telemetry
 
 log = logging.getLogger("gpubot.service")
-GPUBOT = "gpubot"
 
 _SELF_RESOLVING = (
     IncidentState.OPEN,
@@ -68,7 +68,7 @@ listing every pod of a large cluster for each one was most of the time to a diag
 
 
 def _version(node: Obj) -> str:
-    return str((node.get("metadata") or {}).get("resourceVersion") or "")
+    return str(meta(node).get("resourceVersion") or "")
 
 
 def _scope(batch: Sequence[Signal]) -> frozenset[str] | None:
@@ -524,9 +524,9 @@ class Service:
         them, how long it has been — so `drain-stuck` is raised while a drain is in progress,
         ours or a person's, without waiting for an alert or the next full sweep."""
         cordoned = frozenset(
-            str((node.get("metadata") or {}).get("name") or "")
+            str(meta(node).get("name") or "")
             for node in self.cluster.list("Node")
-            if (node.get("spec") or {}).get("unschedulable")
+            if spec_of(node).get("unschedulable")
         )
         if not cordoned:
             return []

@@ -21,7 +21,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from bot.clock import Clock, utcnow
 from bot.config import Settings
 from bot.errors import InputError, StoreUnavailable
 from bot.ports import Store
@@ -85,10 +86,6 @@ class WebSettings(BaseModel):
         return cls(node_labels=list(settings.node_labels), **values)
 
 
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
 def build_app(
     store: Store,
     settings: WebSettings,
@@ -97,7 +94,7 @@ def build_app(
     registry: CollectorRegistry | None = None,
     *,
     metrics: Telemetry | None = None,
-    clock: Callable[[], datetime] = _utcnow,
+    clock: Clock = utcnow,
     extra_routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The ASGI app of `gpubot serve`.

@@ -104,10 +104,19 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from bot.kubeobjects import labels_of, name_of, namespace_of, parse_time, pod_ready
+from bot.kube.objects import (
+    container_requests,
+    labels_of,
+    name_of,
+    namespace_of,
+    parse_time,
+    pod_ready,
+    pod_requests,
+    quantity,
+    resource_amount,
+)
 from gpusim.faults import gpu_state
 from gpusim.metrics import XID_FELL_OFF_BUS, gpu_uuid, model_name, pci_bus_id
 from gpusim.objects import GPU_OPERATOR_NS, Json, ts
@@ -250,74 +259,6 @@ def _short_hash(*parts: str, length: int = 10) -> str:
     return "".join(alphabet[b % len(alphabet)] for b in raw[:length])
 
 
-# ---- quantities and requests ----------------------------------------------------------------
-
-_QUANTITY = re.compile(
-    r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
-)
-_SCALE = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3,
-    "M": Decimal(10) ** 6,
-    "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10,
-    "Mi": Decimal(2) ** 20,
-    "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50,
-    "Ei": Decimal(2) ** 60,
-}
-
-
-def quantity(value: Any, milli: bool = False) -> int:
-    """A resource.Quantity as `Value()` (or `MilliValue()`): rounded up, 0 when unparsable."""
-    if isinstance(value, bool):
-        return 0
-    match = _QUANTITY.match(str(value).strip())
-    if not match:
-        return 0
-    try:
-        number = Decimal(match.group(1)) * _SCALE[match.group(2) or ""]
-    except InvalidOperation:
-        return 0
-    if milli:
-        number *= 1000
-    return int(number.to_integral_value(rounding=ROUND_CEILING))
-
-
-def _amount(resource: str, value: Any) -> int:
-    return quantity(value, milli=resource == "cpu")
-
-
-def _container_requests(container: Json) -> dict[str, int]:
-    """Requests, limits standing in where a request is missing (the API server's defaulting)."""
-    resources = container.get("resources") or {}
-    wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {str(name): _amount(str(name), value) for name, value in wanted.items()}
-
-
-def pod_requests(pod: Json) -> dict[str, int]:
-    """What NodeResourcesFit counts: sum of containers, at least each init container, plus
-    overhead; cpu in millicores, memory and storage in bytes, extended resources as is."""
-    spec = _spec(pod)
-    total: dict[str, int] = defaultdict(int)
-    for container in spec.get("containers") or []:
-        for name, amount in _container_requests(container).items():
-            total[name] += amount
-    for container in spec.get("initContainers") or []:
-        for name, amount in _container_requests(container).items():
-            total[name] = max(total[name], amount)
-    for name, value in (spec.get("overhead") or {}).items():
-        total[str(name)] += _amount(str(name), value)
-    return {name: amount for name, amount in total.items() if amount}
-
-
 # ---- scheduling predicates ------------------------------------------------------------------
 
 
@@ -423,7 +364,8 @@ class _NodeInfo:
         elif ready != "True" and not keys & {NOT_READY_TAINT, UNREACHABLE_TAINT}:
             taints.append({"key": UNREACHABLE_TAINT, "effect": "NoSchedule"})
         allocatable = {
-            str(k): _amount(str(k), v) for k, v in (_status(node).get("allocatable") or {}).items()
+            str(k): resource_amount(str(k), v)
+            for k, v in (_status(node).get("allocatable") or {}).items()
         }
         return cls(node, name_of(node), taints, allocatable)
 
@@ -1627,7 +1569,7 @@ def _visible_gpus(store: Store, container: Json, node: Json) -> list[int]:
         return list(range(count))
     if wanted in ("none", "void"):
         return []
-    requested = _container_requests(container).get(GPU_RESOURCE, 0)
+    requested = container_requests(container).get(GPU_RESOURCE, 0)
     states = gpu_state(store).get(name_of(node), {})
     healthy = [i for i in range(count) if states.get(i, {}).get("healthy", True)]
     return healthy[:requested]

@@ -42,14 +42,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.kubeobjects import (
+from bot.kube.objects import (
     controller_of,
-    int_quantity,
     labels_of,
     name_of,
     namespace_of,
     pod_finished,
     pod_requests,
+    quantity,
     selector_matches,
 )
 from gpusim.objects import GPU_OPERATOR_NS, Json, running_conditions, ts
@@ -232,11 +232,11 @@ def _gpu_count(node: Json) -> int:
     status = node.get("status") or {}
     label = labels_of(node).get("nvidia.com/gpu.count", "")
     counted = int(label) if label.isdigit() else 0
-    return max(counted, int_quantity((status.get("capacity") or {}).get(GPU_RESOURCE, 0)))
+    return max(counted, quantity((status.get("capacity") or {}).get(GPU_RESOURCE, 0)))
 
 
 def _allocatable(node: Json) -> int:
-    return int_quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
+    return quantity(((node.get("status") or {}).get("allocatable") or {}).get(GPU_RESOURCE, 0))
 
 
 def _require_gpu_node(node: Json, fault: str) -> int:
@@ -434,7 +434,7 @@ def _zero_capacity(t: _Target) -> FaultResult:
     for index in range(count):
         _gpu(t.store, t.name, index)["healthy"] = False
     _set_allocatable(t.store, t.name, 0)
-    capacity = int_quantity(((t.node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE))
+    capacity = quantity(((t.node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE))
     return FaultResult(
         "zero-capacity",
         t.name,
@@ -556,7 +556,7 @@ def _plugin_crashloop(t: _Target, restarts: int = 7) -> FaultResult:
     if pod is None:
         raise FaultError(f'plugin-crashloop: no {DEVICE_PLUGIN} pod on node "{t.name}"')
     _, began = _make_crashloop(t.store, pod, restarts, t.now, t.node)
-    capacity = int_quantity(((t.node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE))
+    capacity = quantity(((t.node.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE))
     # The plugin's endpoint stopped: its devices are unhealthy (allocatable 0); past the
     # kubelet's 5-minute grace period the resource is removed, which sets capacity to 0.
     capacity_after = 0 if t.now - began > _PLUGIN_STOP_GRACE else capacity

@@ -61,7 +61,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from bot.kubeobjects import labels_of, name_of, pod_ready
+from bot.kube.objects import labels_of, name_of, pod_ready
 from gpusim.faults import FaultError, gpu_state
 from gpusim.objects import GPU_OPERATOR_NS, Json
 from gpusim.serving import LoopbackServer

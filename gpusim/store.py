@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.kubeobjects import labels_of, name_of, namespace_of, pod_ready, selector_matches
+from bot.kube.objects import labels_of, name_of, namespace_of, pod_ready, selector_matches
 from gpusim.patching import PatchError, apply_patch
 from gpusim.selectors import (
     FieldSelector,

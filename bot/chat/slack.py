@@ -105,6 +105,7 @@ from bot.chat.blocks import (
     mention,
     request_blocks,
 )
+from bot.clock import Clock, utcnow
 from bot.config import ApprovalPolicy, SlackSettings
 from bot.errors import GpubotError, InputError, StoreUnavailable
 from bot.model import (
@@ -135,12 +136,6 @@ TEMPORARY_ERRORS = frozenset(
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 _INCIDENT_ID = re.compile(r"[0-9]{1,18}")
 _SUBTEAM = re.compile(r"@(S[A-Z0-9]{2,})\b")
-
-Clock = Callable[[], datetime]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _hhmm(at: datetime) -> str:
@@ -240,7 +235,7 @@ class SlackChat:
         channel: str,
         lang: Lang = Lang.EN,
         *,
-        clock: Clock = _utcnow,
+        clock: Clock = utcnow,
         on_queued: Callable[[], None] = lambda: None,
     ) -> None:
         """`on_queued` is called after each message is queued (the delivery's `wake`)."""
@@ -431,7 +426,7 @@ class OutboxDelivery:
         outbox: Outbox,
         client: WebClient,
         *,
-        clock: Clock = _utcnow,
+        clock: Clock = utcnow,
         batch: int = 50,
         poll_s: float = 0.5,
         backoff_base_s: float = 1.0,
@@ -737,7 +732,7 @@ class SlackInteractions:
         *,
         client: WebClient,
         lang: Lang = Lang.EN,
-        clock: Clock = _utcnow,
+        clock: Clock = utcnow,
         workers: int = 4,
     ) -> None:
         self.engine = engine
@@ -1171,7 +1166,7 @@ def build_slack_outgoing(
     policy: ApprovalPolicy,
     lang: Lang,
     *,
-    clock: Clock = _utcnow,
+    clock: Clock = utcnow,
 ) -> SlackOutgoing:
     """The client, the chat (waking the delivery on every message), the delivery (not
     started: start it on the leader) and the group lookup."""

@@ -42,6 +42,7 @@ from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict
 
+from bot.clock import utcnow
 from bot.errors import GpubotError, TemporaryError
 from bot.model import Lang, XidFacts
 from bot.ports import Metrics, Sample
@@ -453,7 +454,7 @@ def gather_gpu_evidence(
     `timeout_s`. Never raises: when Prometheus cannot be asked, `available` is False and
     `unavailable_reason` says why.
     """
-    moment = (at or datetime.now(UTC)).astimezone(UTC)
+    moment = (at or utcnow()).astimezone(UTC)
 
     def unavailable(reason: str) -> GpuEvidence:
         return GpuEvidence(

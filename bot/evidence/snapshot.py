@@ -18,18 +18,20 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import InputError
-from bot.kubeobjects import (
+from bot.kube.objects import (
     Obj,
     controller_of,
     event_time,
-    int_quantity,
     labels_of,
     meta,
     name_of,
     namespace_of,
     parse_time,
     pod_requests,
+    quantity,
     selector_matches,
+    spec_of,
+    status_of,
 )
 from bot.model import (
     Blocker,
@@ -260,7 +262,7 @@ class _Index:
     def build(cls, snapshot: Snapshot) -> _Index:
         pods_by_node: dict[str, list[Obj]] = defaultdict(list)
         for pod in snapshot.pods:
-            node = (pod.get("spec") or {}).get("nodeName")
+            node = spec_of(pod).get("nodeName")
             if node:
                 pods_by_node[node].append(pod)
         node_events: dict[str, list[Obj]] = defaultdict(list)
@@ -295,14 +297,14 @@ def _latest(events: Iterable[Obj], reason: str) -> datetime | None:
 
 def _blocking_pdbs(pod: Obj, index: _Index) -> list[Obj]:
     # The Eviction API checks PDBs only for Running pods; others are evicted regardless.
-    if (pod.get("status") or {}).get("phase") != "Running":
+    if status_of(pod).get("phase") != "Running":
         return []
     labels = labels_of(pod)
     return [
         pdb
         for pdb in index.pdbs_by_namespace.get(namespace_of(pod), [])
-        if selector_matches((pdb.get("spec") or {}).get("selector"), labels)
-        and int((pdb.get("status") or {}).get("disruptionsAllowed") or 0) <= 0
+        if selector_matches(spec_of(pdb).get("selector"), labels)
+        and int(status_of(pdb).get("disruptionsAllowed") or 0) <= 0
     ]
 
 
@@ -382,8 +384,8 @@ def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
     labels = labels_of(node)
     count_label = labels.get("nvidia.com/gpu.count")
     return GpuFacts(
-        capacity=int_quantity(capacity.get(settings.gpu_resource, 0)),
-        allocatable=int_quantity(allocatable.get(settings.gpu_resource, 0)),
+        capacity=quantity(capacity.get(settings.gpu_resource, 0)),
+        allocatable=quantity(allocatable.get(settings.gpu_resource, 0)),
         count_label=int(count_label) if count_label and count_label.isdigit() else None,
         present_label=labels.get(_GPU_LABEL) == "true",
         product=labels.get("nvidia.com/gpu.product"),
@@ -395,9 +397,7 @@ def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
 
 
 def _offered_mig(resources: Mapping[str, Any]) -> dict[str, int]:
-    counts = {
-        k: int_quantity(v) for k, v in resources.items() if k.startswith(_MIG_RESOURCE_PREFIX)
-    }
+    counts = {k: quantity(v) for k, v in resources.items() if k.startswith(_MIG_RESOURCE_PREFIX)}
     return {k: n for k, n in counts.items() if n > 0}
 
 
@@ -666,7 +666,7 @@ def _pending_pods(
     }
     for pod in snapshot.pods:
         status = pod.get("status") or {}
-        if status.get("phase") != "Pending" or (pod.get("spec") or {}).get("nodeName"):
+        if status.get("phase") != "Pending" or spec_of(pod).get("nodeName"):
             continue
         requests = {k: v for k, v in pod_requests(pod).items() if k.startswith("nvidia.com/")}
         if not requests:
@@ -739,7 +739,7 @@ def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[
     by_address = {
         str(address.get("address")): name_of(node)
         for node in snapshot.nodes
-        for address in (node.get("status") or {}).get("addresses") or []
+        for address in status_of(node).get("addresses") or []
         if isinstance(address, Mapping)
     }
     resolved = []
@@ -768,10 +768,7 @@ def collect_facts(
         if (pool := pool_of(labels_of(node), settings.pool_labels))
         and (
             labels_of(node).get(_GPU_LABEL) == "true"
-            or int_quantity(
-                ((node.get("status") or {}).get("capacity") or {}).get(settings.gpu_resource, 0)
-            )
-            > 0
+            or quantity((status_of(node).get("capacity") or {}).get(settings.gpu_resource, 0)) > 0
         )
     }
     nodes = {}
@@ -793,9 +790,7 @@ def collect_facts(
         if signal.node and signal.node not in nodes:
             nodes[signal.node] = _unknown_node(signal.node, signal_list)
     offered = {
-        resource
-        for node in snapshot.nodes
-        for resource in ((node.get("status") or {}).get("capacity") or {})
+        resource for node in snapshot.nodes for resource in (status_of(node).get("capacity") or {})
     }
     pools: dict[str, list[NodeFacts]] = defaultdict(list)
     for facts in nodes.values():

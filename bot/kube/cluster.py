@@ -28,7 +28,8 @@ from bot.errors import (
     TemporaryError,
     WatchExpired,
 )
-from bot.ports import Kind, Obj
+from bot.kube.objects import Obj, meta
+from bot.ports import Kind
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
@@ -178,9 +179,9 @@ class KubeCluster:
                     item.setdefault("kind", kind)
                     item.setdefault("apiVersion", api_version)
                     items.append(transform(item) if transform else item)
-                token = (page.get("metadata") or {}).get("continue")
+                token = meta(page).get("continue")
                 if not token:
-                    return items, str((page.get("metadata") or {}).get("resourceVersion", ""))
+                    return items, str(meta(page).get("resourceVersion", ""))
 
     def watch(
         self,
@@ -284,7 +285,7 @@ class KubeCluster:
             "Pod": self._core.create_namespaced_pod,
             "Lease": self._coordination.create_namespaced_lease,
         }
-        name = str((body.get("metadata") or {}).get("name", ""))
+        name = str(meta(body).get("name", ""))
         with _converted(f"create {kind} {namespace}/{name}"):
             response = creators[kind](
                 namespace, dict(body), _preload_content=False, _request_timeout=self._timeout

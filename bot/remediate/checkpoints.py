@@ -7,8 +7,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.kubeobjects import meta, name_of, namespace_of, parse_time, pod_finished, pod_requests
-from bot.ports import Obj
+from bot.kube.objects import (
+    Obj,
+    meta,
+    name_of,
+    namespace_of,
+    parse_time,
+    pod_finished,
+    pod_requests,
+)
 
 
 def _minutes(seconds: float) -> str:

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
+from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import NotFound, StateChanged
 from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition, withdrawal
 from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
+from bot.names import GPUBOT
 from bot.ports import Store
 from bot.remediate.approvals import decide
-
-GPUBOT = "gpubot"
 
 Status = Literal[
     "acted",
@@ -54,7 +53,6 @@ class Outcome:
 
 Notify = Callable[[TimelineEntry], None]
 GroupsOf = Callable[[str], set[str]]
-Clock = Callable[[], datetime]
 
 
 def command_for(request: ActionRequest) -> str:

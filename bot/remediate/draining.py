@@ -32,8 +32,8 @@ from tenacity import (
 )
 
 from bot.errors import NotFound, PermanentError, TemporaryError
-from bot.kubeobjects import controller_of, name_of, namespace_of, pod_finished
-from bot.ports import Cluster, Obj
+from bot.kube.objects import Obj, controller_of, meta, name_of, namespace_of, pod_finished, spec_of
+from bot.ports import Cluster
 from bot.remediate.nodes import cordon
 
 PodAction = Literal["evict", "wait", "skip"]
@@ -124,7 +124,7 @@ class _Flags:
 def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
     """kubectl's filters, in kubectl's order: daemonSet, mirror, localStorage, unreplicated."""
     ns, name = namespace_of(pod), name_of(pod)
-    uid = str((pod.get("metadata") or {}).get("uid", ""))
+    uid = str(meta(pod).get("uid", ""))
     controller = controller_of(pod)
     if controller and controller[0] == "DaemonSet":
         try:
@@ -141,13 +141,13 @@ def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
             message = f"cannot delete DaemonSet-managed Pods: {ns}/{name}"
             return Refusal(ns, name, "daemonset", message, "--ignore-daemonsets")
         return PodPlan(ns, name, uid, "skip", "DaemonSet-managed", flags.grace_period_s)
-    if "kubernetes.io/config.mirror" in ((pod.get("metadata") or {}).get("annotations") or {}):
+    if "kubernetes.io/config.mirror" in (meta(pod).get("annotations") or {}):
         return PodPlan(ns, name, uid, "skip", "mirror pod", flags.grace_period_s)
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+    if meta(pod).get("deletionTimestamp"):
         # Already going (evicted before a restart, or deleted by someone): evicting it again
         # would be a second eviction of the same pod; waiting for it is all that is left.
         return PodPlan(ns, name, uid, "wait", "already terminating", flags.grace_period_s)
-    volumes = (pod.get("spec") or {}).get("volumes") or []
+    volumes = spec_of(pod).get("volumes") or []
     local = any("emptyDir" in (v or {}) for v in volumes)
     if local and not pod_finished(pod) and not flags.delete_emptydir_data:
         message = f"cannot delete Pods with local storage: {ns}/{name}"
@@ -283,7 +283,7 @@ def _still_there(cluster: Cluster, pod: PodPlan) -> Obj | None:
     except NotFound:
         return None
     # A StatefulSet may recreate a pod under the same name: a new uid means ours is gone.
-    if str((current.get("metadata") or {}).get("uid", "")) != pod.uid:
+    if str(meta(current).get("uid", "")) != pod.uid:
         return None
     return current
 

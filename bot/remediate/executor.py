@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from datetime import timedelta
 
+from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError
 from bot.evidence.live import read_snapshot
@@ -29,13 +30,12 @@ from bot.model import (
     NodeFacts,
     TimelineKind,
 )
+from bot.names import GPUBOT, MAINTENANCE_TAINT, PREFIX
 from bot.ports import Cluster, Execution, ExecutionOutcome, Store
 from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request
 from bot.remediate.blast_radius import check_budget
 from bot.remediate.checkpoints import checkpoint_risk
 from bot.remediate.decisions import (
-    GPUBOT,
-    Clock,
     Decisions,
     GroupsOf,
     Notify,
@@ -46,7 +46,6 @@ from bot.remediate.decisions import (
 from bot.remediate.draining import DrainProgress, drain
 from bot.remediate.health_gate import ExternalEvidence, GateResult, health_gate
 from bot.remediate.nodes import (
-    MAINTENANCE_TAINT,
     add_taint,
     cordon,
     remove_taint,
@@ -54,7 +53,6 @@ from bot.remediate.nodes import (
     uncordon,
 )
 
-ANNOTATION_PREFIX = "gpubot.io/"
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
 
@@ -486,10 +484,10 @@ class Executor:
             self.cluster,
             request.node,
             {
-                f"{ANNOTATION_PREFIX}incident": incident,
-                f"{ANNOTATION_PREFIX}approved-by": ",".join(approvers),
-                f"{ANNOTATION_PREFIX}reason": f"{request.action.value} approved in gpubot",
-                f"{ANNOTATION_PREFIX}since": self.clock().isoformat(),
+                f"{PREFIX}incident": incident,
+                f"{PREFIX}approved-by": ",".join(approvers),
+                f"{PREFIX}reason": f"{request.action.value} approved in gpubot",
+                f"{PREFIX}since": self.clock().isoformat(),
             },
         )
 
@@ -505,9 +503,7 @@ class Executor:
         if request.action is Action.UNCORDON:
             changed = uncordon(self.cluster, node).changed
             remove_taint(self.cluster, node, MAINTENANCE_TAINT)
-            set_annotations(
-                self.cluster, node, {f"{ANNOTATION_PREFIX}{k}": None for k in OUR_ANNOTATIONS}
-            )
+            set_annotations(self.cluster, node, {f"{PREFIX}{k}": None for k in OUR_ANNOTATIONS})
             return f"uncordoned {node}" if changed else f"{node} was not cordoned"
         # Marked before the drain, so the node says why it is cordoned while pods leave.
         cordon(self.cluster, node)

@@ -13,9 +13,8 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from bot.errors import TemporaryError
+from bot.kube.objects import meta, spec_of
 from bot.ports import Cluster
-
-MAINTENANCE_TAINT = "gpubot.io/maintenance"
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class NodeChange:
 
 def cordon(cluster: Cluster, node: str) -> NodeChange:
     current = cluster.get("Node", "", node)
-    if (current.get("spec") or {}).get("unschedulable"):
+    if spec_of(current).get("unschedulable"):
         return NodeChange(node, changed=False)
     cluster.patch_node(node, {"spec": {"unschedulable": True}})
     return NodeChange(node, changed=True)
@@ -35,7 +34,7 @@ def cordon(cluster: Cluster, node: str) -> NodeChange:
 
 def uncordon(cluster: Cluster, node: str) -> NodeChange:
     current = cluster.get("Node", "", node)
-    if not (current.get("spec") or {}).get("unschedulable"):
+    if not spec_of(current).get("unschedulable"):
         return NodeChange(node, changed=False)
     # kubectl sends `unschedulable: null`: the field disappears, as on a never-cordoned node.
     cluster.patch_node(node, {"spec": {"unschedulable": None}})
@@ -43,7 +42,7 @@ def uncordon(cluster: Cluster, node: str) -> NodeChange:
 
 
 def _taints(node: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((node.get("spec") or {}).get("taints") or [])
+    return list(spec_of(node).get("taints") or [])
 
 
 def _replace_taints(
@@ -60,7 +59,7 @@ def _replace_taints(
         wanted = change(_taints(current))
         if wanted is None:
             return NodeChange(node, changed=False)
-        version = (current.get("metadata") or {}).get("resourceVersion")
+        version = meta(current).get("resourceVersion")
         cluster.patch_node(
             node, {"metadata": {"resourceVersion": version}, "spec": {"taints": wanted or None}}
         )

@@ -41,20 +41,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.errors import Conflict, GpubotError, NotFound, TemporaryError
+from bot.kube.objects import spec_of, status_of
+from bot.names import (
+    GPUBOT,
+    INCIDENT_ANNOTATION,
+    MAINTENANCE_TAINT,
+    MANAGED_BY_LABEL,
+    NAMESPACE,
+    SMOKE_TEST_LABEL,
+)
 from bot.ports import Cluster
 from bot.remediate.health_gate import Outcome
-from bot.remediate.nodes import MAINTENANCE_TAINT
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 """A CUDA base image: the NVIDIA runtime mounts nvidia-smi into it (driver capability `utility`)."""
-DEFAULT_NAMESPACE = "gpubot"
 CONTAINER = "nvidia-smi"
 GPU_RESOURCE = "nvidia.com/gpu"
-MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
-SMOKE_TEST_LABEL = "gpubot.io/smoke-test"
-INCIDENT_ANNOTATION = "gpubot.io/incident"
 _NAME_PREFIX = "gpubot-smoke-"
 _GPU_LINE = re.compile(r"^GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)\s*$")
 _FINISHED = ("Succeeded", "Failed")
@@ -117,7 +121,7 @@ def smoke_test_pod(
     node: str,
     incident: str | None,
     image: str = DEFAULT_IMAGE,
-    namespace: str = DEFAULT_NAMESPACE,
+    namespace: str = NAMESPACE,
     *,
     gpus: int | None = None,
     deadline_s: int = 300,
@@ -135,7 +139,7 @@ def smoke_test_pod(
         "metadata": {
             "name": _pod_name(node),
             "namespace": namespace,
-            "labels": {MANAGED_BY_LABEL: "gpubot", SMOKE_TEST_LABEL: "true"},
+            "labels": {MANAGED_BY_LABEL: GPUBOT, SMOKE_TEST_LABEL: "true"},
             **({"annotations": annotations} if annotations else {}),
         },
         "spec": {
@@ -182,7 +186,7 @@ def run_smoke_test(
     incident: str | None = None,
     timeout_s: float = 180.0,
     poll_s: float = 2.0,
-    namespace: str = DEFAULT_NAMESPACE,
+    namespace: str = NAMESPACE,
     image: str = DEFAULT_IMAGE,
     request_all: bool = False,
     clock: Callable[[], float] = time.monotonic,
@@ -246,7 +250,7 @@ def _await(
             return SmokeTest(node, name, expected, "unknown", "the smoke-test pod was deleted")
         except GpubotError as exc:
             trouble = f"; last read failed: {exc}"
-        phase = str((pod.get("status") or {}).get("phase") or "Pending")
+        phase = str(status_of(pod).get("phase") or "Pending")
         if phase in _FINISHED:
             return _judge(cluster, node, namespace, name, expected, pod)
         remaining = deadline - clock()
@@ -271,7 +275,7 @@ def _describe_waiting(pod: dict[str, Any]) -> str:
         if waiting.get("reason"):
             text = f"container {container.get('name')} waiting: {waiting['reason']}"
             parts.append(f"{text}: {waiting['message']}" if waiting.get("message") else text)
-    node = (pod.get("spec") or {}).get("nodeName")
+    node = spec_of(pod).get("nodeName")
     if node and not status.get("containerStatuses"):
         parts.append(f"not started by the kubelet on {node}")
     for condition in status.get("conditions") or []:

@@ -12,9 +12,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
+from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
 from bot.diagnose import diagnose
 from bot.evidence.live import read_snapshot
@@ -31,6 +31,7 @@ from bot.model import (
     Signal,
     TimelineEntry,
 )
+from bot.names import GPUBOT
 from bot.remediate.executor import Executor
 from bot.remediate.health_gate import ExternalEvidence
 from bot.rules.loading import RuleSet
@@ -109,7 +110,7 @@ def run(
     approver_name: str = "you",
 ) -> None:
     store = Store()
-    store.load(healthy_cluster(4, datetime.now(UTC))["items"])
+    store.load(healthy_cluster(4, utcnow())["items"])
     api = SimulatedApiServer(store).start()
     controllers = Controllers(store)
     controllers.start()
@@ -135,7 +136,7 @@ def run(
         records,
         acting,
         executor_id="demo",
-        clock=lambda: datetime.now(UTC),
+        clock=utcnow,
         notify=out.timeline,
         external=lambda node: ExternalEvidence(new_gpu_errors=gpu_errors(store, node)),
     )
@@ -143,7 +144,7 @@ def run(
     try:
         for step in SCRIPT:
             out.step(step.title)
-            result = faults.inject(store, step.fault, step.node, datetime.now(UTC), **step.params)
+            result = faults.inject(store, step.fault, step.node, utcnow(), **step.params)
             payload = validate_payload(result.payload(), "simulated Alertmanager")
             alerts += signals_from_payload(payload, settings.node_labels)
             time.sleep(pause_s)  # let the watches deliver
@@ -151,22 +152,22 @@ def run(
                 fresh, seen[:] = list(seen), []
             for signal in fresh + [a for a in alerts if a.node == step.node]:
                 out.signal(signal)
-            records.add_signals(fresh + alerts, datetime.now(UTC))
+            records.add_signals(fresh + alerts, utcnow())
             snapshot = read_snapshot(cluster)
             signals = resolve_signal_nodes(snapshot, alerts)
-            facts = collect_facts(snapshot, signals, settings, datetime.now(UTC))
+            facts = collect_facts(snapshot, signals, settings, utcnow())
             found = diagnose(facts, signals, rules, settings, lang).diagnoses
             new = [d for d in found if (d.rule, d.node) not in shown]
             shown.update((d.rule, d.node) for d in found)
             for d in new:
                 incident, _ = records.record_diagnosis(
-                    settings.cluster, d, datetime.now(UTC), settings.thresholds.flap_window_s
+                    settings.cluster, d, utcnow(), settings.thresholds.flap_window_s
                 )
                 records.append(
                     TimelineEntry(
                         incident=incident.id,
-                        at=datetime.now(UTC),
-                        actor="gpubot",
+                        at=utcnow(),
+                        actor=GPUBOT,
                         kind="diagnosis",
                         text=f"{d.title}: {d.summary}",
                         data={"rule": d.rule, "stage": d.stage.value, "evidence": d.evidence},
@@ -217,7 +218,7 @@ def _remediate(
     if not drains or not decide(drains[0]):
         return
     out.step(f"repair: {node} is rebooted and its GPU reset")
-    faults.inject(sim, "reboot", node, datetime.now(UTC))
+    faults.inject(sim, "reboot", node, utcnow())
     time.sleep(pause_s)  # the kubelet and the operator's pods come back
     out.step(f"health gate for {node} (runbook step 9)")
     facts = executor.read_facts(node)
@@ -228,6 +229,6 @@ def _remediate(
     if not uncordons or not decide(uncordons[0]):
         return
     done = records.transition(
-        incident.id, IncidentState.RESOLVED, "gpubot", datetime.now(UTC), f"{node} back in service"
+        incident.id, IncidentState.RESOLVED, GPUBOT, utcnow(), f"{node} back in service"
     )
     out.summary(done, records.timeline(incident.id))

@@ -7,7 +7,7 @@ cluster; `gpubot serve` is composed in `bot/roots/serve.py`, the live demo in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from bot.config import Settings
@@ -30,10 +30,6 @@ from bot.rules.testing import (
     load_test_file,
 )
 from bot.sources.alertmanager import signals_from_payload, validate_payload
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
 
 
 def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:

@@ -16,7 +16,6 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import uvicorn
@@ -24,6 +23,7 @@ from rich.console import Console
 
 from bot.chat.console import ConsoleChat
 from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
+from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import InputError
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
@@ -45,10 +45,6 @@ from bot.telemetry import Telemetry
 from bot.web import WebSettings, build_app
 
 log = logging.getLogger("gpubot.serve")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def default_identity() -> str:
@@ -156,7 +152,7 @@ def build_replica(
     _check_slack(settings)
     if settings.schedule.digest_at is not None:
         # A bad time or zone is a start-up error, not a digest that never comes.
-        next_run(_now(), settings.schedule.digest_at, settings.schedule.digest_tz)
+        next_run(utcnow(), settings.schedule.digest_at, settings.schedule.digest_tz)
     store = SqlStore.open(settings.store_url)
     if kube_url:
         cluster = KubeCluster.for_url(kube_url)
@@ -172,7 +168,7 @@ def build_replica(
         store,
         settings,
         executor_id=identity,
-        clock=_now,
+        clock=utcnow,
         external=external,
         # Without Slack there are no user groups: policies name people.
         groups_of=outgoing.groups if outgoing else lambda _user: set(),
@@ -194,7 +190,7 @@ def build_replica(
         cluster=cluster,
         chat=chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang)),
         executor=executor,
-        clock=_now,
+        clock=utcnow,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence_lines,
         inbox=Inbox(store, settings.node_labels, telemetry),
@@ -213,7 +209,7 @@ def build_replica(
     holder.append(elector)
 
     def from_kube(signal: Signal) -> None:
-        if store.add_signals([signal], _now()) == [True]:
+        if store.add_signals([signal], utcnow()) == [True]:
             service.on_signals([signal])
 
     watcher = (
@@ -262,7 +258,7 @@ def _slack_outgoing(settings: Settings, store: SqlStore) -> SlackOutgoing | None
     if settings.slack.bot_token is None:
         return None
     return build_slack_outgoing(
-        settings.slack, store, settings.remediation.approvals, settings.lang, clock=_now
+        settings.slack, store, settings.remediation.approvals, settings.lang, clock=utcnow
     )
 
 
@@ -270,7 +266,7 @@ def _slack_parts(settings: Settings, outgoing: SlackOutgoing, service: Service) 
     slack = settings.slack
     socket = None
     interactions = SlackInteractions(
-        service, outgoing.chat, slack, client=outgoing.client, lang=settings.lang, clock=_now
+        service, outgoing.chat, slack, client=outgoing.client, lang=settings.lang, clock=utcnow
     )
     if slack.mode == "socket" and slack.app_token is not None:
         socket = SocketModeRunner(interactions, slack.app_token.get_secret_value())

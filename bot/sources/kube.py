@@ -17,16 +17,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from bot.clock import Clock, utcnow
 from bot.errors import GpubotError, TemporaryError, WatchExpired
-from bot.kubeobjects import labels_of, name_of, namespace_of
+from bot.kube.objects import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from bot.model import Signal
-from bot.ports import Cluster, Kind, Obj
+from bot.ports import Cluster, Kind
 
 log = logging.getLogger(__name__)
-Clock = Callable[[], datetime]
 Handler = Callable[[Obj | None, Obj | None], None]
 
 _MIG_STATE = "nvidia.com/mig.config.state"
@@ -101,8 +101,8 @@ def node_signals(
                 "firing" if (now_gpus or 0) < (was or 0) else "resolved",
             )
         )
-    boot_before = ((old.get("status") or {}).get("nodeInfo") or {}).get("bootID")
-    boot_after = ((new.get("status") or {}).get("nodeInfo") or {}).get("bootID")
+    boot_before = (status_of(old).get("nodeInfo") or {}).get("bootID")
+    boot_after = (status_of(new).get("nodeInfo") or {}).get("bootID")
     if boot_before and boot_after and boot_before != boot_after:
         signals.append(
             _signal("NodeRebooted", name, new, now, {"from": boot_before, "to": boot_after})
@@ -119,8 +119,8 @@ def node_signals(
                     {"from": old_labels.get(label, ""), "to": new_labels.get(label, "")},
                 )
             )
-    was_cordoned = bool((old.get("spec") or {}).get("unschedulable"))
-    is_cordoned = bool((new.get("spec") or {}).get("unschedulable"))
+    was_cordoned = bool(spec_of(old).get("unschedulable"))
+    is_cordoned = bool(spec_of(new).get("unschedulable"))
     if was_cordoned != is_cordoned:
         signals.append(
             _signal("NodeCordoned" if is_cordoned else "NodeUncordoned", name, new, now, {})
@@ -142,7 +142,7 @@ def _statuses(pod: Obj | None) -> dict[str, Obj]:
 def pod_signals(old: Obj | None, new: Obj | None, now: datetime) -> list[Signal]:
     if new is None:
         return []
-    node = (new.get("spec") or {}).get("nodeName")
+    node = spec_of(new).get("nodeName")
     base = {"pod": name_of(new), "namespace": namespace_of(new)}
     app = labels_of(new).get("app")
     if app:
@@ -197,7 +197,7 @@ def event_signals(event: Obj, now: datetime, gpu_pods: set[tuple[str, str]]) -> 
 
 
 def requests_gpu(pod: Obj) -> bool:
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for container in spec_of(pod).get("containers") or []:
         resources = container.get("resources") or {}
         wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         if any(k.startswith("nvidia.com/") for k in wanted):
@@ -246,14 +246,14 @@ def slim_pod(pod: Obj) -> Obj:
     """What pod_signals and requests_gpu read; statuses keep only name, restarts and state."""
     slim = _pick(pod, *_META, ("spec", "nodeName"), ("status", "phase"))
     containers = []
-    for container in (pod.get("spec") or {}).get("containers") or []:
+    for container in spec_of(pod).get("containers") or []:
         resources = container.get("resources") or {}
         wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         gpu = {k: v for k, v in wanted.items() if k.startswith("nvidia.com/")}
         containers.append({"name": container.get("name"), "resources": {"requests": gpu}})
     slim.setdefault("spec", {})["containers"] = containers
     for field in ("initContainerStatuses", "containerStatuses"):
-        statuses = ((pod.get("status") or {}).get(field)) or []
+        statuses = (status_of(pod).get(field)) or []
         if statuses:
             slim.setdefault("status", {})[field] = [
                 {
@@ -346,7 +346,7 @@ class Informer:
                 self.field_selector,
                 self.watch_timeout_s,
             ):
-                version = (obj.get("metadata") or {}).get("resourceVersion")
+                version = meta(obj).get("resourceVersion")
                 if event_type != "BOOKMARK":
                     obj = self.project(obj)
                     key = self._key(obj)
@@ -406,7 +406,7 @@ class KubeSignals:
         cluster: Cluster,
         emit: Callable[[Signal], None],
         *,
-        clock: Clock = lambda: datetime.now(UTC),
+        clock: Clock = utcnow,
         gpu_resource: str = "nvidia.com/gpu",
         operator_namespaces: tuple[str, ...] = ("gpu-operator",),
         watch_timeout_s: int = 300,

@@ -34,6 +34,7 @@ from bot.model import (
     TimelineKind,
     Vote,
 )
+from bot.names import GPUBOT
 from bot.ports import ExecutionOutcome, SplitDeliveries
 from bot.store import schema
 from bot.store.tables import (
@@ -47,7 +48,6 @@ from bot.store.tables import (
     votes,
 )
 
-GPUBOT = "gpubot"
 log = logging.getLogger("gpubot.store")
 
 

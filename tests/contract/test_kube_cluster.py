@@ -12,8 +12,8 @@ from bot.errors import Conflict, EvictionBlocked, NotFound, PermanentError, Temp
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshot import collect_facts
 from bot.kube.cluster import KubeCluster
+from bot.names import MAINTENANCE_TAINT
 from bot.remediate.nodes import (
-    MAINTENANCE_TAINT,
     add_taint,
     annotate,
     cordon,

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from bot.kubeobjects import labels_of, name_of
+from bot.kube.objects import labels_of, name_of
 from bot.model import Incident, IncidentState, TimelineEntry
 from bot.store.sql import SqlStore
 from gpusim.faults import inject

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from bot.model import Action, IncidentState, TimelineEntry
-from bot.remediate.nodes import MAINTENANCE_TAINT, cordon
+from bot.names import MAINTENANCE_TAINT
+from bot.remediate.nodes import cordon
 from gpusim.faults import inject
 from gpusim.store import BY_KIND
 from tests.helpers.builders import diagnosis

@@ -20,10 +20,10 @@ from bot.evidence.live import read_snapshot
 from bot.evidence.snapshot import Snapshot, collect_facts
 from bot.kube.cluster import KubeCluster
 from bot.model import ClusterFacts
+from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
 from bot.remediate.health_gate import ExternalEvidence, health_gate
-from bot.remediate.nodes import MAINTENANCE_TAINT, add_taint, cordon
+from bot.remediate.nodes import add_taint, cordon
 from bot.remediate.smoke_test import (
-    SMOKE_TEST_LABEL,
     SmokeTest,
     parse_gpu_list,
     run_smoke_test,

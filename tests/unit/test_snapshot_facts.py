@@ -15,7 +15,7 @@ from bot.evidence.snapshot import (
     resolve_signal_nodes,
     split_scheduler_message,
 )
-from bot.kubeobjects import int_quantity, selector_matches
+from bot.kube.objects import quantity, selector_matches
 from bot.model import ClusterFacts, Signal
 from tests.helpers.paths import HEALTHY
 
@@ -227,7 +227,12 @@ def test_scheduler_reasons_are_classified(text: str, kind: str) -> None:
 
 
 def test_quantities_and_selectors() -> None:
-    assert int_quantity("8") == 8 and int_quantity("2Ki") == 2048 and int_quantity("1500m") == 1
+    assert quantity("8") == 8 and quantity("2Ki") == 2048
+    # As resource.Quantity's Value() and MilliValue(): exact, rounded up, never a float.
+    assert quantity("1500m") == 2 and quantity("1500m", milli=True) == 1500
+    assert quantity("0.1") == 1 and quantity("100Mi") == 100 * 2**20
+    assert quantity("12345678901234567890") == 12345678901234567890
+    assert quantity("1e3") == 1000 and quantity("garbage") == 0
     selector = {
         "matchLabels": {"a": "1"},
         "matchExpressions": [{"key": "b", "operator": "In", "values": ["x"]}],
