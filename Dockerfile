@@ -53,6 +53,7 @@ RUN --mount=type=secret,id=ca,target=/run/secrets/ca \
 # ---- final: the virtualenv, the rules and an unprivileged user --------------------------------
 FROM ${BASE_IMAGE}
 
+ARG BASE_IMAGE
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE_URL=""
@@ -80,8 +81,8 @@ ENV PATH=/opt/gpubot/bin:${PATH} \
     GPUBOT_RULES_DIR=/etc/gpubot/rules
 
 # Numeric ids (10001), so Kubernetes' runAsNonRoot can check them without /etc/passwd.
-RUN groupadd --system --gid 10001 gpubot \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/gpubot --no-create-home \
+RUN groupadd --gid 10001 gpubot \
+    && useradd --uid 10001 --gid 10001 --home-dir /var/lib/gpubot --no-create-home \
        --shell /usr/sbin/nologin gpubot \
     && mkdir -p /var/lib/gpubot \
     && chown 10001:10001 /var/lib/gpubot \

@@ -126,9 +126,11 @@ mount -t tmpfs -o mode=1777,size=16m tmpfs "$mnt/dev/shm"; mounts+=("$mnt/dev/sh
 
 if touch "$mnt/etc/gpubot-write-test" 2>/dev/null; then
   rm -f "$mnt/etc/gpubot-write-test"
-  # Not read-only (some podman storage drivers): make the root unwritable for the user at
-  # least, which is what the checks below are about.
-  echo "note: podman's image mount is writable here; checking as a non-root user only"
+  # podman mounts images read-only; if a storage driver did not, the check below still
+  # proves the user can write nowhere else.
+  echo "note: podman's image mount is writable for root here; checking as $UID_GID only"
+else
+  echo "the image's root filesystem is mounted read-only: $(findmnt -no OPTIONS "$mnt" | cut -d, -f1)"
 fi
 
 mapfile -t image_env < "$CACHE/image.env"
@@ -137,6 +139,13 @@ mapfile -t image_env < "$CACHE/image.env"
 in_image=(chroot --userspec="$UID_GID" "$mnt" /usr/bin/env -i "${image_env[@]}"
   /bin/sh -c 'cd /var/lib/gpubot && exec "$@"' sh)
 in_image() { "${in_image[@]}" "$@"; }
+
+say "what uid ${UID_GID%%:*} may write to"
+# -xdev stays on the image's root: /tmp, /var/lib/gpubot, /dev and /proc are other mounts.
+writable=$(in_image find / -xdev \( -path /tmp -o -path /var/lib/gpubot -o -path /dev -o -path /proc \) \
+  -prune -o -writable -print 2>/dev/null || true)
+[ -z "$writable" ] || { printf '%s\n' "$writable" | head -n 20; fail "the user can write to the image's files"; }
+echo "nothing on the image's root filesystem; /tmp and /var/lib/gpubot are the pod's volumes"
 
 say "gpubot --version"
 if in_image gpubot --help | grep -q -- '--version'; then

@@ -8,6 +8,9 @@ extra.
 
 from __future__ import annotations
 
+import itertools
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -430,3 +433,46 @@ def test_notes_tell_the_next_three_steps() -> None:
     for step in ("1. Alertmanager", "2. Slack", "3. A test alert"):
         assert step in notes
     assert f"http://{RELEASE}.{NAMESPACE}.svc:8080/alertmanager" in notes
+
+
+def deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            deep_merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def test_the_documented_install_command_renders() -> None:
+    """docs/install.md's `helm install`, its --set and --set-json values as Helm parses them."""
+    text = (ROOT / "docs" / "install.md").read_text()
+    block = re.search(r"```sh\n(helm install .*?)```", text, re.S)
+    assert block, "no helm install command in docs/install.md"
+    words = shlex.split(block.group(1).replace("\\\n", " "))
+    values: dict[str, Any] = {}
+    for flag, argument in itertools.pairwise(words):
+        if flag == "--set":
+            deep_merge(values, helm.parse_set_string(argument))
+        elif flag == "--set-json":
+            deep_merge(values, helm.parse_set_json(argument))
+    assert values["image"]["repository"] and values["secrets"]["slackBotToken"]
+    namespace = words[words.index("--namespace") + 1]
+    with helm.Chart.load(str(CHART)) as chart:
+        rendered = chart.render(values, name=words[2], namespace=namespace, is_install=True)
+    objs = [
+        d for p, t in rendered.items() if p.endswith(".yaml") for d in yaml.safe_load_all(t) if d
+    ]
+    for obj in objs:
+        if (obj["apiVersion"], obj["kind"]) not in CRD_KINDS:
+            kubernetes_validate.validate(obj, KUBE_VERSIONS[-1], strict=True)
+    (configmap,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["name"] == "gpubot"]
+    settings = yaml.safe_load(configmap["data"]["settings.yaml"])
+    assert settings["remediation"]["approvals"]["drain"] == {
+        "groups": ["gpu-oncall"],
+        "two_person": True,
+    }
+    # The smoke-test pod's namespace is gpubot's DEFAULT_NAMESPACE: the Role must cover it.
+    from bot.remediate.smoke_test import DEFAULT_NAMESPACE
+
+    assert namespace == DEFAULT_NAMESPACE
