@@ -53,18 +53,6 @@ RUN --mount=type=secret,id=ca,target=/run/secrets/ca \
 # ---- final: the virtualenv, the rules and an unprivileged user --------------------------------
 FROM ${BASE_IMAGE}
 
-ARG BASE_IMAGE
-ARG VERSION=0.1.0
-ARG REVISION=unknown
-ARG SOURCE_URL=""
-LABEL org.opencontainers.image.title="gpubot" \
-      org.opencontainers.image.description="Diagnoses GPU node lifecycle incidents in Kubernetes and proposes approved remediation" \
-      org.opencontainers.image.version="${VERSION}" \
-      org.opencontainers.image.revision="${REVISION}" \
-      org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.source="${SOURCE_URL}" \
-      org.opencontainers.image.base.name="${BASE_IMAGE}"
-
 # HOME is the data volume (a default kubeconfig lands in ~/.kube); caches go to /tmp; Python
 # writes no bytecode (the venv's is compiled at install). The working directory is the data
 # volume, so the default store (sqlite:///gpubot.db, relative) is /var/lib/gpubot/gpubot.db.
@@ -98,3 +86,16 @@ EXPOSE 8080
 
 ENTRYPOINT ["gpubot"]
 CMD ["serve"]
+
+# Last, so a new revision changes only the image's metadata, not its layers.
+ARG BASE_IMAGE
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE_URL=""
+LABEL org.opencontainers.image.title="gpubot" \
+      org.opencontainers.image.description="Diagnoses GPU node lifecycle incidents in Kubernetes and proposes approved remediation" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}"

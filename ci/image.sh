@@ -80,11 +80,18 @@ say "podman build $IMAGE"
 ca=${PIP_CERT:-$(python3 -m pip config get global.cert 2>/dev/null || true)}
 ca=${ca:-/etc/ssl/certs/ca-certificates.crt}
 index=${PIP_INDEX_URL:-$(python3 -m pip config get global.index-url 2>/dev/null || true)}
-build_args=(--build-arg "BASE_IMAGE=$BASE" --build-arg "REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)")
+version=$(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+build_args=(--build-arg "BASE_IMAGE=$BASE" --build-arg "VERSION=$version"
+  --build-arg "REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)")
 [ -z "$index" ] || build_args+=(--build-arg "PIP_INDEX_URL=$index")
 [ ! -s "$ca" ] || build_args+=(--secret "id=ca,src=$ca")
+previous=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 podman build --isolation chroot --pull=never "${build_args[@]}" -t "$IMAGE" -f Dockerfile . \
   > "$CACHE/build.log" 2>&1 || { tail -n 40 "$CACHE/build.log"; fail "podman build"; }
+# The image this build replaced, now untagged (the builder stage's layers stay as a cache).
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+  podman rmi "$previous" > /dev/null 2>&1 || true
+fi
 size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 echo "image $IMAGE: $size bytes ($((size / 1000000)) MB)"
 podman image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE" | grep -v '^$' > "$CACHE/image.env"
