@@ -7,11 +7,12 @@ import re
 import shutil
 import subprocess
 import tomllib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers.paths import REPO
+
+ROOT = REPO
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 

@@ -11,16 +11,17 @@ from __future__ import annotations
 import itertools
 import re
 import shlex
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.helpers.paths import REPO
+
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 CHART = ROOT / "helm" / "gpubot"
 NAMESPACE = "gpu-ops"
 RELEASE = "gpubot"
@@ -472,7 +473,7 @@ def test_the_documented_install_command_renders() -> None:
         "groups": ["gpu-oncall"],
         "two_person": True,
     }
-    # The smoke-test pod's namespace is gpubot's DEFAULT_NAMESPACE: the Role must cover it.
-    from bot.remediate.smoke_test import DEFAULT_NAMESPACE
+    # The smoke-test pod's namespace is gpubot's default NAMESPACE: the Role must cover it.
+    from bot.names import NAMESPACE
 
-    assert namespace == DEFAULT_NAMESPACE
+    assert namespace == NAMESPACE
