@@ -23,7 +23,8 @@ from typing import Any
 
 from bot.config import Settings
 from bot.diagnose import diagnose
-from bot.evidence.snapshot import collect_facts, parse_snapshot
+from bot.evidence.collecting import collect_facts
+from bot.evidence.snapshots import parse_snapshot
 from bot.model import Signal
 from bot.rules.loading import load_rules
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster

@@ -20,7 +20,7 @@ import sys
 import time
 
 from bot.kube.cluster import KubeCluster
-from bot.sources.kube import Informer, KubeSignals
+from bot.sources.watches import Informer, KubeSignals
 
 
 def rss_mib() -> float:

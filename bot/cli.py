@@ -28,12 +28,12 @@ from bot.chat.console import (
 from bot.clock import utcnow
 from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
-from bot.evidence.snapshot import load_snapshot
+from bot.evidence.snapshots import load_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.roots import offline
 from bot.rules.linting import lint_rules
-from bot.sources.alertmanager import load_alerts_file
+from bot.sources.alertmanager.payloads import load_alerts_file
 
 app = typer.Typer(
     help="gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes.",

@@ -197,6 +197,9 @@ class NodeFacts(_Frozen):
     blockers: list[Blocker] = Field(default_factory=list)
     pods_after_cordon: list[str] = Field(default_factory=list)
     xids: list[XidFacts] = Field(default_factory=list)
+    gpu_faults: list[str] = Field(default_factory=list)
+    """GPU fault alerts firing on the node (ECC double-bit, row remap failure, NVLink, Fabric
+    Manager), each as the gate names it."""
     gate_failures: list[str] = Field(default_factory=list)
     """Why the runbook's step-9 health gate does not pass now; empty means it passes."""
     events: list[str] = Field(default_factory=list)

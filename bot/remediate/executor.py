@@ -6,6 +6,14 @@ store (a uniqueness constraint: one execution per request, ever), and only then 
 read again: if what the approval saw changed, nothing is done and a new request goes out.
 Then the blast radius (cordon, drain) or the health gate (uncordon) may still refuse. In
 dry-run everything but the writes happens and the timeline says what would have run.
+
+Why one module of this size: the ordering above, the resume after a crash and the hand-over
+to another process are one protocol around one execution row; split across modules, the
+reader of one step could no longer see what the others guarantee. Proposing (turning a
+diagnosis into approvable requests) is here too because asking again after a change is part
+of acting. The pieces that stand alone live beside it: the policy (`approvals`), recorded
+decisions (`decisions`), the node writes (`nodes`), the drain (`draining`), the blast radius
+and the checkpoints.
 """
 
 from __future__ import annotations
@@ -19,8 +27,9 @@ from datetime import timedelta
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError
+from bot.evidence.collecting import collect_facts
+from bot.evidence.gate import ExternalEvidence, GateResult, health_gate
 from bot.evidence.live import read_snapshot
-from bot.evidence.snapshot import collect_facts
 from bot.model import (
     Action,
     ActionRequest,
@@ -44,7 +53,6 @@ from bot.remediate.decisions import (
     command_for,
 )
 from bot.remediate.draining import DrainProgress, drain
-from bot.remediate.health_gate import ExternalEvidence, GateResult, health_gate
 from bot.remediate.nodes import (
     add_taint,
     cordon,
@@ -155,11 +163,14 @@ class Executor:
     # ---- facts ----------------------------------------------------------------------------
 
     def read_facts(self, node: str) -> ClusterFacts:
+        """The node as it is now, with the alerts firing on it (an Xid still firing keeps the
+        health gate shut here as it does in the rules)."""
         snapshot = read_snapshot(self.cluster, node)
-        return collect_facts(snapshot, [], self.settings, self.clock())
+        firing = [s for s in self.store.active_signals() if s.node == node]
+        return collect_facts(snapshot, firing, self.settings, self.clock())
 
     def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
-        return health_gate(node, facts, self.external(node.name))
+        return health_gate(node, facts, self.external(node.name), self.settings.gpu_resource)
 
     # ---- proposals ------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.errors import Conflict, GpubotError, NotFound, TemporaryError
+from bot.evidence.gate import Verdict
 from bot.kube.objects import spec_of, status_of
 from bot.names import (
     GPUBOT,
@@ -51,7 +52,6 @@ from bot.names import (
     SMOKE_TEST_LABEL,
 )
 from bot.ports import Cluster
-from bot.remediate.health_gate import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class SmokeTest:
     pod: str
     expected: int
     """GPUs the caller said the node should have: indices 0 .. expected-1 must be listed."""
-    outcome: Outcome
+    outcome: Verdict
     reason: str
     listed: tuple[int, ...] = ()
     phase: str = ""

@@ -17,8 +17,9 @@ from typing import Any
 from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
 from bot.diagnose import diagnose
+from bot.evidence.collecting import collect_facts, resolve_signal_nodes
+from bot.evidence.gate import ExternalEvidence
 from bot.evidence.live import read_snapshot
-from bot.evidence.snapshot import collect_facts, resolve_signal_nodes
 from bot.kube.cluster import KubeCluster
 from bot.model import (
     Action,
@@ -33,10 +34,9 @@ from bot.model import (
 )
 from bot.names import GPUBOT
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.rules.loading import RuleSet
-from bot.sources.alertmanager import signals_from_payload, validate_payload
-from bot.sources.kube import KubeSignals
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+from bot.sources.watches import KubeSignals
 from bot.store.sql import SqlStore
 from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer

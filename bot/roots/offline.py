@@ -13,12 +13,8 @@ from pathlib import Path
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
 from bot.errors import InputError
-from bot.evidence.snapshot import (
-    Snapshot,
-    collect_facts,
-    parse_snapshot,
-    resolve_signal_nodes,
-)
+from bot.evidence.collecting import collect_facts, resolve_signal_nodes
+from bot.evidence.snapshots import Snapshot, parse_snapshot
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
 from bot.rules.testing import (
@@ -29,7 +25,7 @@ from bot.rules.testing import (
     check,
     load_test_file,
 )
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 
 
 def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:

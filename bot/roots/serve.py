@@ -26,23 +26,26 @@ from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, b
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence, lines
-from bot.inbox import Inbox
+from bot.evidence.gate import ExternalEvidence
+from bot.evidence.metric_lines import lines
+from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
-from bot.leader import LeaderElector, LeaseConfig
 from bot.model import Signal
+from bot.pipeline.passes import EvidenceLines
+from bot.pipeline.service import Service
 from bot.ports import Chat
+from bot.process.http import build_app
+from bot.process.leader import LeaderElector, LeaseConfig
+from bot.process.schedule import Scheduler
+from bot.process.telemetry import Telemetry
 from bot.prom.client import PrometheusMetrics
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.roots.offline import load_ruleset
-from bot.schedule import Scheduler
-from bot.service import EvidenceLines, Service
-from bot.sources.kube import KubeSignals
+from bot.sources.alertmanager.endpoint import WebSettings
+from bot.sources.alertmanager.inbox import Inbox
+from bot.sources.watches import KubeSignals
 from bot.store.sql import SqlStore
-from bot.telemetry import Telemetry
-from bot.web import WebSettings, build_app
 
 log = logging.getLogger("gpubot.serve")
 

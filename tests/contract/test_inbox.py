@@ -1,6 +1,7 @@
-"""The webhook's inbox (`bot.inbox`, `Store.add_delivery` / `split_deliveries`): a delivery
-stored as received is split into signals in the order it came, exactly once — also when
-two replicas split at the same moment, and after a crash that left it unsplit."""
+"""The webhook's inbox (`bot.sources.alertmanager.inbox`, `Store.add_delivery` /
+`split_deliveries`): a delivery stored as received is split into signals in the order it
+came, exactly once — also when two replicas split at the same moment, and after a crash that
+left it unsplit."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from bot.inbox import SPLIT_BATCH, Inbox
+from bot.process.telemetry import Telemetry
+from bot.sources.alertmanager.inbox import SPLIT_BATCH, Inbox
 from bot.store.sql import SqlStore
-from bot.telemetry import Telemetry
 from tests.helpers.processes import NODE, cluster, running_gpubot, simulator, wait_for, xid_alert
 from tests.helpers.stores import STORE_KINDS, open_store
 

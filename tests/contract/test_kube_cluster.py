@@ -9,8 +9,8 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import Conflict, EvictionBlocked, NotFound, PermanentError, TemporaryError
+from bot.evidence.collecting import collect_facts
 from bot.evidence.live import read_snapshot
-from bot.evidence.snapshot import collect_facts
 from bot.kube.cluster import KubeCluster
 from bot.names import MAINTENANCE_TAINT
 from bot.remediate.nodes import (

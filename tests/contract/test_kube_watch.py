@@ -9,7 +9,7 @@ from typing import Any
 
 from bot.kube.cluster import KubeCluster
 from bot.model import Signal
-from bot.sources.kube import Informer, KubeSignals, node_signals
+from bot.sources.watches import Informer, KubeSignals, node_signals
 from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster

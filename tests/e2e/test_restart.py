@@ -30,12 +30,12 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.config import load_settings
 from bot.diagnose import diagnose
+from bot.evidence.collecting import collect_facts
 from bot.evidence.live import read_snapshot
-from bot.evidence.snapshot import collect_facts
 from bot.model import IncidentState
 from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
 from gpusim.store import BY_KIND

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.evidence.snapshot import Snapshot, collect_facts, split_scheduler_message
+from bot.evidence.collecting import collect_facts
+from bot.evidence.scheduling import split_scheduler_message
+from bot.evidence.snapshots import Snapshot
 from gpusim import objects
 from gpusim.controllers import Controllers, node_affinity_matches, quantity
 from gpusim.faults import cordon, uncordon

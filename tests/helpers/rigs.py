@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.evidence.gate import ExternalEvidence
 from bot.kube.cluster import KubeCluster
 from bot.model import Action, IncidentState
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.store.sql import SqlStore
 from gpusim.store import BY_KIND
 from tests.helpers.builders import diagnosis

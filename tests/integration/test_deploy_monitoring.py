@@ -30,9 +30,9 @@ import pytest
 import yaml
 
 from bot.config import Settings
-from bot.evidence.snapshot import parse_snapshot
+from bot.evidence.snapshots import parse_snapshot
 from bot.roots.offline import diagnose_snapshot, load_ruleset
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from gpusim.metrics import FIELDS, DcgmCollector, render
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 from gpusim.store import Store

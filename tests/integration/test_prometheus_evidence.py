@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.errors import PermanentError, TemporaryError
+from bot.evidence.metric_lines import lines
 from bot.evidence.metrics import (
     GpuEvidence,
     GpuMetrics,
     XidSeen,
     build_queries,
     gather_gpu_evidence,
-    lines,
     promql_string,
     xid_facts,
 )

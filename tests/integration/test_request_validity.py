@@ -25,12 +25,12 @@ from rich.console import Console
 
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.evidence.gate import ExternalEvidence
 from bot.model import Action, ActionRequest, Incident, IncidentState, Signal
+from bot.pipeline.service import Service
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.roots.offline import load_ruleset
-from bot.service import Service
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from bot.store.tables import incidents, votes
 from gpusim import faults

@@ -24,16 +24,16 @@ from bot.config import (
     ScheduleSettings,
     Settings,
 )
+from bot.evidence.gate import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
+from bot.pipeline.service import Service
+from bot.process.schedule import Scheduler
+from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.roots.offline import load_ruleset
-from bot.schedule import Scheduler
-from bot.service import Service
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
-from bot.telemetry import Telemetry
 from gpusim import faults, objects
 from gpusim.store import BY_KIND
 from tests.helpers.builders import diagnosis as store_diagnosis

@@ -38,7 +38,8 @@ from bot.chat.slack import (
 )
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings, SlackSettings
 from bot.errors import InputError
-from bot.evidence.snapshot import Snapshot
+from bot.evidence.gate import ExternalEvidence
+from bot.evidence.snapshots import Snapshot
 from bot.model import (
     Action,
     ActionRequest,
@@ -48,13 +49,12 @@ from bot.model import (
     Lang,
     TimelineEntry,
 )
+from bot.pipeline.service import Service
 from bot.remediate.approvals import new_request
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
-from bot.remediate.health_gate import ExternalEvidence
 from bot.roots.offline import diagnose_snapshot, load_ruleset
-from bot.service import Service
-from bot.sources.alertmanager import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
 from tests.helpers.paths import NOW, REPO

@@ -16,12 +16,13 @@ import pytest
 
 from bot.config import Settings
 from bot.errors import PermanentError
+from bot.evidence.collecting import collect_facts
+from bot.evidence.gate import ExternalEvidence, health_gate
 from bot.evidence.live import read_snapshot
-from bot.evidence.snapshot import Snapshot, collect_facts
+from bot.evidence.snapshots import Snapshot
 from bot.kube.cluster import KubeCluster
 from bot.model import ClusterFacts
 from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
-from bot.remediate.health_gate import ExternalEvidence, health_gate
 from bot.remediate.nodes import add_taint, cordon
 from bot.remediate.smoke_test import (
     SmokeTest,

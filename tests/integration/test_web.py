@@ -30,11 +30,12 @@ from starlette.testclient import TestClient
 from starlette.types import Message, Scope
 
 from bot.errors import InputError
-from bot.inbox import Inbox
 from bot.model import Signal
+from bot.process.http import build_app
+from bot.process.telemetry import Telemetry
+from bot.sources.alertmanager.endpoint import MiB, WebSettings
+from bot.sources.alertmanager.inbox import Inbox
 from bot.store.sql import SqlStore
-from bot.telemetry import Telemetry
-from bot.web import MiB, WebSettings, build_app
 from tests.helpers.stores import postgres_answers, postgres_schema
 
 TOKEN = "8d2f-webhook-token"
@@ -481,7 +482,7 @@ def test_on_delivery_raising_still_answers_200_logs_and_counts(
         raise RuntimeError("queue full")
 
     web = Harness(store, on_delivery=broken)
-    with caplog.at_level(logging.ERROR, logger="bot.web"):
+    with caplog.at_level(logging.ERROR, logger="bot.sources.alertmanager.endpoint"):
         response = web.post(payload())
     assert response.status_code == 200
     assert web.sample("gpubot_signal_handler_errors_total") == 1
@@ -510,7 +511,7 @@ def test_a_bug_while_storing_is_500_and_logged_never_a_silent_200(
 ) -> None:
     # A naive clock is a programming error the store refuses (it keeps UTC only).
     web = Harness(store, clock=lambda: datetime(2026, 12, 2, 3, 0))
-    with caplog.at_level(logging.ERROR, logger="bot.web"):
+    with caplog.at_level(logging.ERROR, logger="bot.sources.alertmanager.endpoint"):
         response = web.post(payload())
     assert response.status_code == 500
     assert store.count_signals() == 0

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import InputError
-from bot.sources.alertmanager import (
+from bot.sources.alertmanager.payloads import (
     load_alerts_file,
     node_from_labels,
     signals_from_payload,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.config import ActionPolicy, ApprovalPolicy
-from bot.evidence.snapshot import Snapshot
+from bot.evidence.snapshots import Snapshot
 from bot.model import Action, ClusterFacts
 from bot.remediate.approvals import (
     Vote,

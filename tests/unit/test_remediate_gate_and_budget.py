@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from bot.config import BlastRadius
-from bot.evidence.snapshot import Snapshot
+from bot.evidence.gate import ExternalEvidence, health_gate
+from bot.evidence.snapshots import Snapshot
 from bot.model import ClusterFacts
 from bot.remediate.blast_radius import check_budget
-from bot.remediate.health_gate import ExternalEvidence, health_gate
 
 Edited = Callable[..., Snapshot]
 Facts = Callable[..., ClusterFacts]

@@ -10,7 +10,7 @@ import yaml
 
 from bot.config import Settings
 from bot.diagnose import diagnose
-from bot.evidence.snapshot import Snapshot
+from bot.evidence.snapshots import Snapshot
 from bot.model import ClusterFacts
 from bot.rules.linting import lint_rules
 from bot.rules.loading import load_rules

@@ -31,7 +31,7 @@ from bot.chat.blocks import (
     fallback_text,
 )
 from bot.config import ApprovalPolicy, Settings
-from bot.evidence.snapshot import Snapshot
+from bot.evidence.snapshots import Snapshot
 from bot.model import Action, ActionRequest, Blocker, ClusterFacts, Diagnosis, Lang, RunbookStep
 from bot.remediate.approvals import new_request
 from bot.roots.offline import diagnose_snapshot, load_ruleset

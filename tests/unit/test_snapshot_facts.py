@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from bot.errors import InputError
-from bot.evidence.snapshot import (
-    Snapshot,
-    classify_reason,
-    load_snapshot,
-    resolve_signal_nodes,
-    split_scheduler_message,
-)
+from bot.evidence.collecting import resolve_signal_nodes
+from bot.evidence.scheduling import classify_reason, split_scheduler_message
+from bot.evidence.snapshots import Snapshot, load_snapshot
 from bot.kube.objects import quantity, selector_matches
 from bot.model import ClusterFacts, Signal
 from tests.helpers.paths import HEALTHY

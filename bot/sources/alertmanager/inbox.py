@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from bot.errors import InputError
 from bot.model import Signal
 from bot.ports import Store
-from bot.sources.alertmanager import signals_from_body
-from bot.telemetry import Telemetry
+from bot.process.telemetry import Telemetry
+from bot.sources.alertmanager.payloads import signals_from_body
 
 log = logging.getLogger("gpubot.inbox")
 

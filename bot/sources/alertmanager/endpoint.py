@@ -1,10 +1,10 @@
-"""The HTTP service of `gpubot serve`: Alertmanager's webhook, health, readiness, metrics.
+"""`POST /alertmanager`: Alertmanager's webhook, authenticated, bounded, validated, stored.
 
 Alertmanager retries a webhook on 5xx and never on 4xx, so the status code is the contract:
 - 200 only after the payload is in the store (invariant 8): validated, then kept as received,
   in one row. The pipeline hears of it afterwards, through `on_delivery`, and splits it into
-  signals behind the 200 (`bot.inbox`); a failure there is logged and counted, never turned
-  into a 5xx for alerts that are already stored.
+  signals behind the 200 (`inbox`); a failure there is logged and counted, never turned into
+  a 5xx for alerts that are already stored.
 - 503 when the store could not take them (down, locked): Alertmanager sends them again.
 - 4xx for bad input (no or wrong credentials, too large, not JSON, wrong shape, text the
   store cannot hold), and then nothing is stored (invariant 7). Bad input never gets a 5xx.
@@ -20,25 +20,21 @@ import base64
 import hmac
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
 
-from bot.clock import Clock, utcnow
 from bot.config import Settings
 from bot.errors import InputError, StoreUnavailable
 from bot.ports import Store
-from bot.sources.alertmanager import WebhookPayload, node_from_labels, parse_webhook
-from bot.telemetry import Telemetry
-from bot.webwriter import DeliveryWriter
+from bot.process.telemetry import Telemetry
+from bot.sources.alertmanager.payloads import WebhookPayload, node_from_labels, parse_webhook
+from bot.sources.alertmanager.writer import DeliveryWriter
 
 log = logging.getLogger(__name__)
 
@@ -86,78 +82,6 @@ class WebSettings(BaseModel):
         return cls(node_labels=list(settings.node_labels), **values)
 
 
-def build_app(
-    store: Store,
-    settings: WebSettings,
-    on_delivery: Callable[[], None],
-    ready: Callable[[], bool] = lambda: True,
-    registry: CollectorRegistry | None = None,
-    *,
-    metrics: Telemetry | None = None,
-    clock: Clock = utcnow,
-    extra_routes: Sequence[BaseRoute] = (),
-) -> Starlette:
-    """The ASGI app of `gpubot serve`.
-
-    `on_delivery` is told of each stored delivery, on the event loop's thread: it must not
-    block (enqueue and return). `ready` says whether the
-    rest of the process is up (for `/readyz`). Metrics go to `metrics` when given (the lead
-    builds one to share with the pipeline), else to a new `Telemetry` on `registry` (a
-    fresh registry when None); either way `app.state.metrics` is the one in use.
-    `extra_routes` carry their own authentication (Slack's `/slack/events` is signed), not the
-    webhook's credentials.
-
-    Raises `InputError` when no credentials are configured: the webhook never runs open.
-    """
-    if settings.bearer_token is None and not settings.basic_auth:
-        raise InputError(
-            "web settings",
-            "no webhook credentials: set a bearer token or basic-auth users "
-            "(the webhook never accepts unauthenticated requests)",
-        )
-    if metrics is None:
-        metrics = Telemetry(registry)
-    elif registry is not None and registry is not metrics.registry:
-        raise ValueError("pass either metrics or registry, or metrics on that registry")
-    webhook = _Webhook(store, settings, on_delivery, metrics, clock)
-
-    async def healthz(_request: Request) -> Response:
-        return JSONResponse({"alive": True})
-
-    async def readyz(_request: Request) -> Response:
-        try:
-            up = ready()
-        except Exception:
-            log.exception("the readiness callback raised")
-            up = False
-        if not up:
-            return JSONResponse({"ready": False, "reason": "not ready"}, status_code=503)
-        try:
-            await run_in_threadpool(store.ping)
-        except StoreUnavailable as exc:
-            return JSONResponse({"ready": False, "reason": str(exc)}, status_code=503)
-        except Exception:
-            log.exception("the store's readiness probe failed")
-            return JSONResponse({"ready": False, "reason": "store probe failed"}, status_code=503)
-        return JSONResponse({"ready": True})
-
-    async def metrics_endpoint(_request: Request) -> Response:
-        body = generate_latest(webhook.metrics.registry)
-        return Response(body, media_type=CONTENT_TYPE_LATEST)
-
-    app = Starlette(
-        routes=[
-            Route("/alertmanager", webhook.handle, methods=["POST"]),
-            Route("/healthz", healthz, methods=["GET"]),
-            Route("/readyz", readyz, methods=["GET"]),
-            Route("/metrics", metrics_endpoint, methods=["GET"]),
-            *extra_routes,
-        ]
-    )
-    app.state.metrics = metrics
-    return app
-
-
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     if len(message) > MAX_ERROR_TEXT:
         message = message[:MAX_ERROR_TEXT] + "…"
@@ -168,7 +92,10 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-class _Webhook:
+class Webhook:
+    """Owns the webhook's credentials, its writer thread (`DeliveryWriter`) and nothing
+    stored: each request is checked, stored, then announced through `on_delivery`."""
+
     def __init__(
         self,
         store: Store,

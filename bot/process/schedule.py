@@ -6,7 +6,7 @@ in the configured zone, so 09:00 stays 09:00 across DST).
 
 Only the leader runs a scheduler: APScheduler 3 does not support two schedulers on one job
 store, so a replica starts one when it gains the lease and shuts it down when it loses it.
-Jobs are stored by reference ("bot.schedule:sweep"), so they reach this process' `Service`
+Jobs are stored by reference ("bot.process.schedule:sweep"), so they reach this process' `Service`
 through the module-level `_service`.
 """
 
@@ -23,7 +23,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from bot.config import ScheduleSettings
-from bot.service import Service
+from bot.pipeline.service import Service
 
 log = logging.getLogger("gpubot.schedule")
 _service: Service | None = None
@@ -31,7 +31,7 @@ _service: Service | None = None
 
 def _current() -> Service:
     if _service is None:
-        raise RuntimeError("no Service registered with bot.schedule")
+        raise RuntimeError("no Service registered with bot.process.schedule")
     return _service
 
 
@@ -97,7 +97,7 @@ class Scheduler:
                 (drain_watchdog, s.drain_watchdog_s),
             ):
                 scheduler.add_job(
-                    f"bot.schedule:{func.__name__}",
+                    f"bot.process.schedule:{func.__name__}",
                     "interval",
                     seconds=seconds,
                     id=func.__name__,
@@ -106,7 +106,7 @@ class Scheduler:
             if s.digest_at is not None:
                 hour, minute = s.digest_at.strip().split(":")
                 scheduler.add_job(
-                    "bot.schedule:digest",
+                    "bot.process.schedule:digest",
                     CronTrigger(hour=int(hour), minute=int(minute), timezone=ZoneInfo(s.digest_tz)),
                     id="digest",
                     replace_existing=True,

@@ -1,0 +1,125 @@
+"""Every fact the rules may ask about, for every node, pool and pending GPU pod: the one
+entry point from a snapshot (and the firing alerts) to `ClusterFacts`.
+
+What it must never do: read the cluster itself (the caller hands it a snapshot), or hold an
+opinion (facts only; symptoms are the rule files' business).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from bot.config import Settings
+from bot.errors import InputError
+from bot.evidence.gate import gate_failures
+from bot.evidence.nodes import GPU_PRESENT_LABEL, node_facts, pool_of, unknown_node
+from bot.evidence.scheduling import pending_pods
+from bot.evidence.snapshots import Index, Snapshot
+from bot.kube.objects import (
+    Obj,
+    labels_of,
+    name_of,
+    quantity,
+    status_of,
+)
+from bot.model import (
+    ClusterFacts,
+    NodeFacts,
+    PoolFacts,
+    Signal,
+)
+
+
+def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[Signal]:
+    """Alerts that name a node by an address (`instance` = IP) get the node's name."""
+    names = {name_of(node) for node in snapshot.nodes}
+    by_address = {
+        str(address.get("address")): name_of(node)
+        for node in snapshot.nodes
+        for address in status_of(node).get("addresses") or []
+        if isinstance(address, Mapping)
+    }
+    resolved = []
+    for signal in signals:
+        if signal.node and signal.node not in names and signal.node in by_address:
+            signal = signal.model_copy(update={"node": by_address[signal.node]})
+        resolved.append(signal)
+    return resolved
+
+
+def collect_facts(
+    snapshot: Snapshot,
+    signals: Sequence[Signal],
+    settings: Settings,
+    now: datetime,
+    reuse: Callable[[Obj], NodeFacts | None] | None = None,
+) -> ClusterFacts:
+    """Everything the rules may ask about, for every node, pool and pending GPU pod.
+    `reuse` may answer a node object with facts found earlier, taken as they are (a scoped
+    pass has no pods of other nodes to find theirs again)."""
+    index = Index.build(snapshot)
+    signal_list = list(signals)
+    gpu_pools = {
+        pool
+        for node in snapshot.nodes
+        if (pool := pool_of(labels_of(node), settings.pool_labels))
+        and (
+            labels_of(node).get(GPU_PRESENT_LABEL) == "true"
+            or quantity((status_of(node).get("capacity") or {}).get(settings.gpu_resource, 0)) > 0
+        )
+    }
+    nodes = {}
+    for node in snapshot.nodes:
+        name = name_of(node)
+        earlier = reuse(node) if reuse is not None else None
+        if earlier is not None:
+            nodes[name] = earlier
+            continue
+        try:
+            nodes[name] = node_facts(node, index, signal_list, now, settings, gpu_pools)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # Valid JSON, wrong shape (a string where the API has a list...): say where.
+            raise InputError(
+                f"snapshot: Node {name}",
+                f"it or one of its pods/events has an unexpected shape ({exc})",
+            ) from exc
+    for signal in signal_list:
+        if signal.node and signal.node not in nodes:
+            nodes[signal.node] = unknown_node(signal.node, signal_list)
+    offered = {
+        resource for node in snapshot.nodes for resource in (status_of(node).get("capacity") or {})
+    }
+    pools: dict[str, list[NodeFacts]] = defaultdict(list)
+    for facts in nodes.values():
+        if facts.pool:
+            pools[facts.pool].append(facts)
+    pool_facts = {
+        pool: PoolFacts(
+            name=pool,
+            nodes=sorted(f.name for f in members),
+            gpu_pool=pool in gpu_pools,
+            driver_versions=dict(Counter(f.driver_version for f in members if f.driver_version)),
+            upgrade_states=dict(Counter(f.upgrade_state for f in members if f.upgrade_state)),
+            gpu_present=sum(1 for f in members if f.gpu and f.gpu.present_label),
+            deploy_labelled=sum(1 for f in members if f.deploy_labels),
+        )
+        for pool, members in pools.items()
+    }
+    for name, facts in nodes.items():
+        if facts.gpu_node and facts.known:
+            failing = gate_failures(facts, pool_facts.get(facts.pool or ""), settings.gpu_resource)
+            if failing != facts.gate_failures:
+                nodes[name] = facts.model_copy(update={"gate_failures": failing})
+    try:
+        pending = pending_pods(snapshot, index, offered, nodes, now, settings)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        raise InputError("snapshot: pending pods", f"unexpected object shape ({exc})") from exc
+    return ClusterFacts(
+        observed_at=now,
+        nodes=nodes,
+        pools=pool_facts,
+        pending_pods=pending,
+        offered_resources=sorted(offered),
+    )

@@ -1,0 +1,243 @@
+"""Facts of one node: readiness, GPUs (capacity, allocatable, labels, MIG), the GPU software
+components on it, its pods, what blocks a drain, Xids from alerts, and its lifecycle markers
+(cordon, reboot, uncordon, driver upgrade and MIG states).
+
+Why it exists: every node rule reads `NodeFacts`. What it must never do: judge (a symptom is
+the rule files' business), or read other nodes (pool facts are `collecting.py`'s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from bot.config import Settings
+from bot.evidence.pods import COMPONENT_DEPLOY_LABELS, drain_blockers, pod_facts
+from bot.evidence.snapshots import Index, age_s, latest_event
+from bot.kube.objects import (
+    Obj,
+    event_time,
+    labels_of,
+    meta,
+    name_of,
+    parse_time,
+    quantity,
+)
+from bot.model import (
+    ComponentFacts,
+    GpuFacts,
+    NodeFacts,
+    PodFacts,
+    ReadyStatus,
+    Signal,
+    XidFacts,
+)
+
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+GPU_FAULT_ALERTS = {
+    "GPUECCDoubleBitError": "ecc-double-bit",
+    "GPURowRemapFailure": "row-remap-failure",
+    "GPUNVLinkErrors": "nvlink-errors",
+    "GPUFabricManagerDown": "fabric-manager-down",
+}
+
+
+def pool_of(labels: Mapping[str, str], pool_labels: Sequence[str]) -> str | None:
+    for key in pool_labels:
+        if labels.get(key):
+            return labels[key]
+    return None
+
+
+def _taint_text(taint: Obj) -> str:
+    value = taint.get("value")
+    key = taint.get("key", "")
+    return (
+        f"{key}={value}:{taint.get('effect', '')}" if value else f"{key}:{taint.get('effect', '')}"
+    )
+
+
+def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
+    status = node.get("status") or {}
+    capacity = status.get("capacity") or {}
+    allocatable = status.get("allocatable") or {}
+    labels = labels_of(node)
+    count_label = labels.get("nvidia.com/gpu.count")
+    return GpuFacts(
+        capacity=quantity(capacity.get(settings.gpu_resource, 0)),
+        allocatable=quantity(allocatable.get(settings.gpu_resource, 0)),
+        count_label=int(count_label) if count_label and count_label.isdigit() else None,
+        present_label=labels.get(GPU_PRESENT_LABEL) == "true",
+        product=labels.get("nvidia.com/gpu.product"),
+        # The kubelet keeps a resource a plugin once registered at "0" until it registers
+        # again (after a reboot that lost the MIG layout): zero means not offered.
+        mig_capacity=_offered_mig(capacity),
+        mig_allocatable=_offered_mig(allocatable),
+    )
+
+
+def _offered_mig(resources: Mapping[str, Any]) -> dict[str, int]:
+    counts = {k: quantity(v) for k, v in resources.items() if k.startswith(MIG_RESOURCE_PREFIX)}
+    return {k: n for k, n in counts.items() if n > 0}
+
+
+def _driver_version(labels: Mapping[str, str]) -> str | None:
+    full = labels.get("nvidia.com/cuda.driver-version.full")
+    if full:
+        return full
+    parts = [labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+    return ".".join(p for p in parts if p) or None
+
+
+def _components(pods: list[PodFacts], deploy: Mapping[str, bool]) -> dict[str, ComponentFacts]:
+    by_component = {p.component: p for p in pods if p.component}
+    components = {}
+    for component, deploy_key in COMPONENT_DEPLOY_LABELS.items():
+        pod = by_component.get(component)
+        components[component] = ComponentFacts(
+            name=component,
+            pod=pod.name if pod else None,
+            present=pod is not None,
+            phase=pod.phase if pod else None,
+            failing=bool(pod and pod.failing),
+            waiting_reason=pod.waiting_reason if pod else None,
+            failing_container=pod.failing_container if pod else None,
+            last_reason=pod.last_reason if pod else None,
+            last_restart_s=pod.last_restart_s if pod else None,
+            restarts=pod.restarts if pod else 0,
+            deploy_label=deploy.get(deploy_key),
+        )
+    return components
+
+
+def firing_for(node: str, signals: list[Signal]) -> list[Signal]:
+    return [s for s in signals if s.node == node and s.status == "firing"]
+
+
+def xids_of(node_signals: list[Signal]) -> list[XidFacts]:
+    return [
+        XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
+        for s in node_signals
+        if s.name == "GPUXidError" and s.labels.get("xid", "").isdigit()
+    ]
+
+
+def _ready_status(value: str) -> ReadyStatus:
+    if value == "True":
+        return "True"
+    return "False" if value == "False" else "Unknown"
+
+
+def node_facts(
+    node: Obj,
+    index: Index,
+    signals: list[Signal],
+    now: datetime,
+    settings: Settings,
+    gpu_pools: set[str],
+) -> NodeFacts:
+    name = name_of(node)
+    labels = labels_of(node)
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    conditions = {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []}
+    messages = {
+        str(c.get("type")): str(c.get("message") or "")
+        for c in status.get("conditions") or []
+        if c.get("message")
+    }
+    taints = list(spec.get("taints") or [])
+    unschedulable = bool(spec.get("unschedulable"))
+    events = index.node_events.get(name, [])
+    cordoned_at = None
+    if unschedulable:
+        cordon_taint = next((t for t in taints if t.get("key") == _UNSCHEDULABLE_TAINT), None)
+        cordoned_at = parse_time((cordon_taint or {}).get("timeAdded")) or latest_event(
+            events, "NodeNotSchedulable"
+        )
+    uncordoned_at = None if unschedulable else latest_event(events, "NodeSchedulable")
+    pool = pool_of(labels, settings.pool_labels)
+    gpu = _gpu_facts(node, settings)
+    gpu_node = bool(
+        gpu.present_label
+        or gpu.capacity
+        or gpu.count_label
+        or gpu.mig_capacity
+        or gpu.product
+        or (pool is not None and pool in gpu_pools)
+    )
+    raw_pods = index.pods_by_node.get(name, [])
+    pod_pairs = [(pod, pod_facts(pod, now, settings)) for pod in raw_pods]
+    pods = [facts for _, facts in pod_pairs]
+    deploy = {
+        key.removeprefix("nvidia.com/gpu.deploy."): value == "true"
+        for key, value in labels.items()
+        if key.startswith("nvidia.com/gpu.deploy.")
+    }
+    components = _components(pods, deploy)
+    node_signals = firing_for(name, signals)
+    xids = xids_of(node_signals)
+    mig_config = labels.get("nvidia.com/mig.config")
+    mig_state = labels.get("nvidia.com/mig.config.state")
+    upgrade_state = labels.get("nvidia.com/gpu-driver-upgrade-state")
+    ready = conditions.get("Ready", "Unknown")
+    evictable = [p for p in pods if p.must_leave]
+    cordoned_for = age_s(now, cordoned_at)
+    after_cordon = (
+        [f"{p.namespace}/{p.name}" for p in evictable if p.age_s < cordoned_for]
+        if cordoned_for is not None
+        else []
+    )
+    recent_events = sorted(
+        {
+            str(e.get("reason"))
+            for e in events
+            if (t := event_time(e)) is not None and (now - t).total_seconds() < 3600
+        }
+    )
+    return NodeFacts(
+        name=name,
+        pool=pool,
+        labels=labels,
+        ready=_ready_status(ready),
+        conditions=conditions,
+        condition_messages=messages,
+        unschedulable=unschedulable,
+        taints=[_taint_text(t) for t in taints],
+        cordoned_for_s=cordoned_for,
+        age_s=age_s(now, parse_time(meta(node).get("creationTimestamp"))),
+        since_reboot_s=age_s(now, latest_event(events, "Rebooted")),
+        since_uncordon_s=age_s(now, uncordoned_at),
+        boot_id=(status.get("nodeInfo") or {}).get("bootID"),
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion"),
+        runtime_version=(status.get("nodeInfo") or {}).get("containerRuntimeVersion"),
+        gpu_node=gpu_node,
+        gpu=gpu,
+        driver_version=_driver_version(labels),
+        upgrade_state=upgrade_state,
+        mig_config=mig_config,
+        mig_state=mig_state,
+        deploy_labels=deploy,
+        components=components,
+        pods=pods,
+        remaining_pods=len(evictable),
+        blockers=drain_blockers(pod_pairs, index, now, settings) if unschedulable else [],
+        pods_after_cordon=after_cordon,
+        xids=xids,
+        gpu_faults=[GPU_FAULT_ALERTS[s.name] for s in node_signals if s.name in GPU_FAULT_ALERTS],
+        events=recent_events,
+    )
+
+
+def unknown_node(name: str, signals: list[Signal]) -> NodeFacts:
+    """A node only alerts speak of: no snapshot object, so only what the alerts say."""
+    return NodeFacts(name=name, known=False, gpu_node=True, xids=xids_of(firing_for(name, signals)))

@@ -1,0 +1,235 @@
+"""Facts of pods: which GPU component a pod is, whether it is failing, what it requests,
+and what would stop a drain from evicting it (PDBs, DaemonSets, emptyDir, finalizers...).
+
+Why it exists: a node's story is mostly told by its pods. What it must never do: decide that
+something is a symptom (the rules do), or look at a pod's node (nodes.py does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from bot.config import Settings
+from bot.evidence.snapshots import Index, age_s
+from bot.kube.objects import (
+    Obj,
+    controller_of,
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    parse_time,
+    pod_requests,
+    selector_matches,
+    spec_of,
+    status_of,
+)
+from bot.model import (
+    Blocker,
+    BlockerKind,
+    PodFacts,
+)
+
+# The GPU Operator's DaemonSets (pod label `app`) and the `nvidia.com/gpu.deploy.*` label
+# that switches each one on a node.
+COMPONENT_DEPLOY_LABELS = {
+    "nvidia-driver-daemonset": "driver",
+    "nvidia-container-toolkit-daemonset": "container-toolkit",
+    "nvidia-device-plugin-daemonset": "device-plugin",
+    "gpu-feature-discovery": "gpu-feature-discovery",
+    "nvidia-dcgm-exporter": "dcgm-exporter",
+    "nvidia-mig-manager": "mig-manager",
+    "nvidia-operator-validator": "operator-validator",
+}
+
+
+DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
+
+
+# The standalone device plugin Helm chart names its pods differently.
+COMPONENT_ALIASES = {"nvidia-device-plugin": DEVICE_PLUGIN}
+
+
+FAILING_WAIT_REASONS = {
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "InvalidImageName",
+}
+
+
+def component_of(pod: Obj, settings: Settings) -> str | None:
+    if namespace_of(pod) not in settings.operator_namespaces:
+        return None
+    labels = labels_of(pod)
+    for candidate in (labels.get("app"), labels.get("app.kubernetes.io/name")):
+        if candidate in COMPONENT_DEPLOY_LABELS:
+            return candidate
+        if candidate in COMPONENT_ALIASES:
+            return COMPONENT_ALIASES[candidate]
+    name = name_of(pod)
+    for prefix in (*COMPONENT_DEPLOY_LABELS, *COMPONENT_ALIASES):
+        if name.startswith(prefix + "-"):
+            return COMPONENT_ALIASES.get(prefix, prefix)
+    return None
+
+
+def _container_statuses(pod: Obj) -> list[Obj]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    statuses = _container_statuses(pod)
+    waiting = next(
+        (
+            s["state"]["waiting"].get("reason")
+            for s in statuses
+            if isinstance((s.get("state") or {}).get("waiting"), Mapping)
+            and s["state"]["waiting"].get("reason")
+        ),
+        None,
+    )
+    restarts = sum(int(s.get("restartCount") or 0) for s in statuses)
+    troubled = next(
+        (
+            s
+            for s in statuses
+            if (s.get("state") or {}).get("waiting")
+            or ((s.get("state") or {}).get("terminated") or {}).get("exitCode") not in (None, 0)
+        ),
+        None,
+    ) or next((s for s in statuses if (s.get("lastState") or {}).get("terminated")), None)
+    last: Obj = {}
+    if troubled is not None:
+        state = troubled.get("state") or {}
+        last = (troubled.get("lastState") or {}).get("terminated") or state.get("terminated") or {}
+    phase = str(status.get("phase") or "Pending")
+    controller = controller_of(pod)
+    annotations = meta(pod).get("annotations") or {}
+    failing = phase == "Failed" or waiting in FAILING_WAIT_REASONS
+    terminating = meta(pod).get("deletionTimestamp") is not None
+    finalizers = [str(f) for f in meta(pod).get("finalizers") or []]
+    daemonset = bool(controller and controller[0] == "DaemonSet")
+    mirror = "kubernetes.io/config.mirror" in annotations
+    finished = phase in ("Succeeded", "Failed")
+    return PodFacts(
+        name=name_of(pod),
+        namespace=namespace_of(pod),
+        phase=phase,
+        owner_kind=controller[0] if controller else None,
+        owner_name=controller[1] if controller else None,
+        component=component_of(pod, settings),
+        gpu_request=pod_requests(pod).get(settings.gpu_resource, 0),
+        restarts=restarts,
+        waiting_reason=waiting,
+        failing_container=str(troubled["name"]) if troubled and troubled.get("name") else None,
+        last_exit_code=int(last["exitCode"]) if "exitCode" in last else None,
+        last_reason=last.get("reason"),
+        last_message=(str(last["message"]).strip()[:300] or None) if last.get("message") else None,
+        last_restart_s=age_s(now, parse_time(last.get("finishedAt"))),
+        failing=failing,
+        terminating=terminating,
+        finalizers=finalizers,
+        grace_period_s=_grace_period(spec),
+        emptydir=any("emptyDir" in (v or {}) for v in spec.get("volumes") or []),
+        mirror=mirror,
+        daemonset=daemonset,
+        age_s=age_s(now, parse_time(meta(pod).get("creationTimestamp"))) or 0,
+        must_leave=not daemonset
+        and not mirror
+        and (not finished or (terminating and bool(finalizers))),
+    )
+
+
+def _grace_period(spec: Obj) -> int:
+    value = spec.get("terminationGracePeriodSeconds")
+    return 30 if value is None else int(value)  # 0 is a real answer: kill at once
+
+
+def _blocking_pdbs(pod: Obj, index: Index) -> list[Obj]:
+    # The Eviction API checks PDBs only for Running pods; others are evicted regardless.
+    if status_of(pod).get("phase") != "Running":
+        return []
+    labels = labels_of(pod)
+    return [
+        pdb
+        for pdb in index.pdbs_by_namespace.get(namespace_of(pod), [])
+        if selector_matches(spec_of(pdb).get("selector"), labels)
+        and int(status_of(pdb).get("disruptionsAllowed") or 0) <= 0
+    ]
+
+
+def drain_blockers(
+    node_pods: list[tuple[Obj, PodFacts]], index: Index, now: datetime, settings: Settings
+) -> list[Blocker]:
+    blockers: list[Blocker] = []
+    daemonset_pods = [facts for _, facts in node_pods if facts.daemonset]
+    if daemonset_pods:
+        names = [p.name for p in daemonset_pods]
+        shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
+        namespaces = {p.namespace for p in daemonset_pods}
+        blockers.append(
+            Blocker(
+                kind="daemonset",
+                pod=shown,
+                namespace=namespaces.pop() if len(namespaces) == 1 else "*",
+                detail=f"{len(daemonset_pods)} DaemonSet pod(s) stay on the node",
+                bypass_flag="--ignore-daemonsets",
+            )
+        )
+    for pod, facts in node_pods:
+        if facts.must_leave:
+            blockers.extend(
+                Blocker(
+                    kind=kind,
+                    pod=facts.name,
+                    namespace=facts.namespace,
+                    detail=detail,
+                    bypass_flag=flag,
+                )
+                for kind, detail, flag in _pod_blocks(pod, facts, index, now, settings)
+            )
+    return blockers
+
+
+def _pod_blocks(
+    pod: Obj, facts: PodFacts, index: Index, now: datetime, settings: Settings
+) -> list[tuple[BlockerKind, str, str | None]]:
+    """(kind, detail, kubectl flag that gets past it) for each thing holding this pod."""
+    blocks: list[tuple[BlockerKind, str, str | None]] = []
+    # A pod already being deleted no longer needs an eviction: its PDB is not in the way.
+    for pdb in [] if facts.terminating else _blocking_pdbs(pod, index):
+        status = pdb.get("status") or {}
+        detail = (
+            f"PDB {name_of(pdb)} (disruptionsAllowed={int(status.get('disruptionsAllowed') or 0)}"
+            f", currentHealthy={status.get('currentHealthy', '?')}"
+            f", desiredHealthy={status.get('desiredHealthy', '?')})"
+        )
+        blocks.append(("pdb", detail, None))
+    if facts.emptydir:
+        detail = "uses emptyDir: its local data is lost on eviction"
+        blocks.append(("emptydir", detail, "--delete-emptydir-data"))
+    if facts.owner_kind is None:
+        blocks.append(
+            ("no-controller", "no controller: nothing recreates it after eviction", "--force")
+        )
+    deleted_at = parse_time(meta(pod).get("deletionTimestamp"))
+    if facts.terminating and facts.finalizers:
+        detail = f"Terminating (phase {facts.phase}), held by finalizers " + ", ".join(
+            facts.finalizers
+        )
+        blocks.append(("finalizer", detail, None))
+    elif facts.terminating and deleted_at is not None and deleted_at < now:
+        # deletionTimestamp is when the grace period ends: past it, the kubelet is not acting.
+        detail = f"Terminating for {age_s(now, deleted_at)}s past its grace period"
+        blocks.append(("terminating", detail, None))
+    if facts.grace_period_s > settings.thresholds.long_grace_s:
+        blocks.append(("long-grace", f"terminationGracePeriodSeconds={facts.grace_period_s}", None))
+    return blocks

@@ -1,0 +1,131 @@
+"""A snapshot of the cluster: the objects of `kubectl get nodes,pods,events,pdb,ds -A -o json`
+(or of the live API, read the same way), by kind, and the indexes every fact reads them by.
+
+Why it exists: the facts are computed from plain JSON objects, whatever their origin (a file,
+the API server, the simulator), so anything the API server can return a snapshot can hold.
+What it must never do: interpret what it holds (facts are computed elsewhere, opinions only
+in the rule files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bot.errors import InputError
+from bot.kube.objects import (
+    Obj,
+    event_time,
+    name_of,
+    namespace_of,
+    spec_of,
+)
+
+
+@dataclass
+class Snapshot:
+    """The objects of one snapshot, by kind."""
+
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    events: list[Obj] = field(default_factory=list)
+    pdbs: list[Obj] = field(default_factory=list)
+    daemonsets: list[Obj] = field(default_factory=list)
+
+    @classmethod
+    def from_items(cls, items: Iterable[Obj], where: str = "snapshot") -> Snapshot:
+        snapshot = cls()
+        buckets = {
+            "Node": snapshot.nodes,
+            "Pod": snapshot.pods,
+            "Event": snapshot.events,
+            "PodDisruptionBudget": snapshot.pdbs,
+            "DaemonSet": snapshot.daemonsets,
+        }
+        for index, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InputError(f"{where}: items[{index}]", "expected a Kubernetes object")
+            kind = item.get("kind")
+            if not isinstance(kind, str):
+                raise InputError(f"{where}: items[{index}]", "object has no kind")
+            if not name_of(item):
+                raise InputError(f"{where}: items[{index}] ({kind})", "metadata.name missing")
+            bucket = buckets.get(kind)
+            if bucket is not None:
+                bucket.append(item)
+        return snapshot
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(str(path), exc.strerror or str(exc)) from exc
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    return parse_snapshot(raw, str(path))
+
+
+def parse_snapshot(raw: Any, where: str = "snapshot") -> Snapshot:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("items"), list):
+        raise InputError(where, "expected a Kubernetes List (an object with an items array)")
+    return Snapshot.from_items(raw["items"], where)
+
+
+@dataclass
+class Index:
+    """The snapshot's objects grouped the way the node facts need them."""
+
+    pods_by_node: dict[str, list[Obj]]
+    node_events: dict[str, list[Obj]]
+    pod_events: dict[tuple[str, str], list[Obj]]
+    owner_events: list[Obj]
+    kill_events_by_host: dict[str, list[Obj]]
+    pdbs_by_namespace: dict[str, list[Obj]]
+
+    @classmethod
+    def build(cls, snapshot: Snapshot) -> Index:
+        pods_by_node: dict[str, list[Obj]] = defaultdict(list)
+        for pod in snapshot.pods:
+            node = spec_of(pod).get("nodeName")
+            if node:
+                pods_by_node[node].append(pod)
+        node_events: dict[str, list[Obj]] = defaultdict(list)
+        pod_events: dict[tuple[str, str], list[Obj]] = defaultdict(list)
+        owner_events: list[Obj] = []
+        kills: dict[str, list[Obj]] = defaultdict(list)
+        for event in snapshot.events:
+            involved = event.get("involvedObject") or event.get("regarding") or {}
+            kind = involved.get("kind")
+            if kind == "Node":
+                node_events[str(involved.get("name", ""))].append(event)
+            elif kind == "Pod":
+                key = (str(involved.get("namespace", "")), str(involved.get("name", "")))
+                pod_events[key].append(event)
+                if event.get("reason") in ("Killing", "Evicted"):
+                    source = event.get("source") or {}
+                    host = source.get("host") or event.get("reportingInstance")
+                    if host:
+                        kills[str(host)].append(event)
+            elif kind in ("ReplicaSet", "Job", "StatefulSet"):
+                owner_events.append(event)
+        pdbs: dict[str, list[Obj]] = defaultdict(list)
+        for pdb in snapshot.pdbs:
+            pdbs[namespace_of(pdb)].append(pdb)
+        return cls(pods_by_node, node_events, pod_events, owner_events, kills, pdbs)
+
+
+def age_s(now: datetime, then: datetime | None) -> int | None:
+    return None if then is None else max(0, int((now - then).total_seconds()))
+
+
+def latest_event(events: Iterable[Obj], reason: str) -> datetime | None:
+    times = [t for e in events if e.get("reason") == reason and (t := event_time(e)) is not None]
+    return max(times, default=None)

@@ -1,0 +1,159 @@
+"""What only the leader does, on the scheduler's ticks: run approved actions (also those
+recorded on other replicas) and resume those a dead process left, expire unanswered
+proposals, sweep the whole cluster, watch drains, post the daily digest.
+
+Why it exists: every replica diagnoses and takes clicks, but acting twice would be worse than
+acting late, so acting is the one Lease holder's job (the store's once-only execution row
+guards any overlap during a handover).
+
+What it must never do: run on a follower, hold the scheduler's thread for the length of a
+drain, or hand one action to two threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from zoneinfo import ZoneInfo
+
+from bot.clock import Clock
+from bot.config import Settings
+from bot.errors import StateChanged
+from bot.incidents.digest import build_digest, digest_lines
+from bot.incidents.lifecycle import IllegalTransition
+from bot.kube.objects import name_of, spec_of
+from bot.model import Incident, IncidentState
+from bot.names import GPUBOT
+from bot.pipeline.passes import DiagnosisPass
+from bot.pipeline.relay import DecisionRelay
+from bot.ports import Chat, Cluster, Store
+from bot.remediate.decisions import Outcome
+from bot.remediate.executor import Executor
+
+log = logging.getLogger("gpubot.duties")
+
+MAX_ACTIONS = 4
+"""Actions the leader's duties run at once."""
+
+
+class LeaderDuties:
+    """Owns the set of actions handed to a thread of their own in this process (never one
+    twice, at most `MAX_ACTIONS`)."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        store: Store,
+        cluster: Cluster,
+        chat: Chat,
+        executor: Executor,
+        clock: Clock,
+        is_leader: Callable[[], bool],
+        relay: DecisionRelay,
+        passes: DiagnosisPass,
+        on_delivery: Callable[[], None],
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.cluster = cluster
+        self.chat = chat
+        self.executor = executor
+        self.clock = clock
+        self.is_leader = is_leader
+        self.relay = relay
+        self.passes = passes
+        self.on_delivery = on_delivery
+        self._in_flight: set[str] = set()
+        self._in_flight_lock = threading.Lock()
+
+    def run_in_background(self) -> None:
+        """The scheduler's tick: each pending action on a worker of its own, so the tick
+        returns at once and a drain of many minutes holds up neither the next tick nor an
+        approved cordon elsewhere. The blast radius stays whole: the executor takes nodes
+        out one at a time. An action already handed to a worker is not handed again."""
+        if not self.is_leader():
+            return
+        for request_id in self.executor.pending():
+            with self._in_flight_lock:
+                if request_id in self._in_flight or len(self._in_flight) >= MAX_ACTIONS:
+                    continue  # running already, or every worker busy: the next tick
+                self._in_flight.add(request_id)
+            # Daemon threads: stopping the process must not wait for a drain; its heartbeat
+            # stops with it and the next leader takes the drain over.
+            threading.Thread(
+                target=self._duty, args=(request_id,), name=f"action-{request_id}", daemon=True
+            ).start()
+
+    def _duty(self, request_id: str) -> None:
+        try:
+            outcome = self.executor.run_pending(request_id)
+            if outcome is not None:
+                self.relay.tell(request_id, outcome)
+        except Exception:
+            log.exception("the leader's duty for request %s failed", request_id)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight.discard(request_id)
+
+    def run(self) -> list[Outcome]:
+        """Resume what a dead process left half done, and run approvals recorded on other
+        replicas, on the caller's thread."""
+        if not self.is_leader():
+            return []
+        outcomes = self.executor.resume()
+        outcomes += self.executor.execute_approved()
+        for outcome in outcomes:
+            self.relay.tell(outcome.request_id, outcome)
+        return outcomes
+
+    def expire_requests(self) -> list[Incident]:
+        """Incidents waiting on requests that have all expired: say so, and stop waiting."""
+        now = self.clock()
+        expired = []
+        for incident_id in self.store.incidents_waiting_in_vain(now):
+            try:
+                done = self.store.transition(
+                    incident_id,
+                    IncidentState.EXPIRED,
+                    GPUBOT,
+                    now,
+                    "every proposal expired without a decision",
+                )
+            except (StateChanged, IllegalTransition):
+                continue  # decided a moment ago: not expired after all
+            self.chat.post_thread(
+                done, "the proposals expired without a decision; ask again with /gpubot"
+            )
+            expired.append(done)
+        return expired
+
+    def sweep(self) -> list[Incident]:
+        """The periodic pass over the whole cluster; deliveries left unsplit (a failed split)
+        are taken up by the worker on the way."""
+        self.on_delivery()
+        return self.passes.run([])
+
+    def watch_drains(self) -> list[Incident]:
+        """The drain watchdog: every cordoned node looked at again — its pods, what blocks
+        them, how long it has been — so `drain-stuck` is raised while a drain is in progress,
+        ours or a person's, without waiting for an alert or the next full sweep."""
+        cordoned = frozenset(
+            name_of(node)
+            for node in self.cluster.list("Node")
+            if spec_of(node).get("unschedulable")
+        )
+        if not cordoned:
+            return []
+        return self.passes.run([], nodes=cordoned)
+
+    def post_digest(self, window: timedelta = timedelta(days=1)) -> list[str]:
+        """The daily digest to the channel, in the zone the on-call reads clocks in."""
+        zone = ZoneInfo(self.settings.schedule.digest_tz)
+        told = digest_lines(
+            build_digest(self.store, self.clock().astimezone(zone), window), self.settings.lang
+        )
+        self.chat.post_notice("\n".join(told), monospace=True)
+        return told

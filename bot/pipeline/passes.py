@@ -1,0 +1,350 @@
+"""One diagnosis pass: the cluster read (a few nodes, or all of it), the alerts still firing,
+facts, rules; incidents opened, updated or resolved; proposals made; the chat told.
+
+Why it exists: this is where signals become the on-call's story. A pass is about the nodes its
+batch names when they are few, so a webhook about one node costs what that node's facts cost,
+while pool rules still see every node (the others as last found).
+
+What it must never do: run beside another pass (an older read of the cluster must not undo
+what a newer one found), act on a node (it proposes; the executor acts after approval), or
+resolve an incident whose approved action is running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+
+from bot.clock import Clock
+from bot.config import Settings
+from bot.diagnose import NodeMatches, diagnose
+from bot.errors import StateChanged
+from bot.evidence.collecting import collect_facts, resolve_signal_nodes
+from bot.evidence.live import read_scoped, read_snapshot
+from bot.incidents.summary import summarize, summary_lines
+from bot.kube.objects import Obj, meta, name_of
+from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
+from bot.names import GPUBOT
+from bot.ports import Chat, Cluster, Store
+from bot.process.telemetry import Telemetry
+from bot.remediate.executor import Executor
+from bot.rules.loading import RuleSet
+
+log = logging.getLogger("gpubot.passes")
+
+EvidenceLines = Callable[[str], list[str]]
+"""node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
+
+_SELF_RESOLVING = (
+    IncidentState.OPEN,
+    IncidentState.DIAGNOSED,
+    IncidentState.AWAITING_APPROVAL,
+    IncidentState.APPROVED,
+    IncidentState.DENIED,
+    IncidentState.EXPIRED,
+    IncidentState.SUCCEEDED,
+)
+"""Never EXECUTING (something is acting) nor FAILED (a person must look). APPROVED is: the
+approval has not acted yet, and a problem that is gone withdraws it (the store refuses the
+resolve while its execution runs)."""
+
+OPEN = tuple(state for state in IncidentState if state is not IncidentState.RESOLVED)
+
+
+SCOPED_MAX_NODES = 8
+"""Up to this many nodes in a batch, read only what their facts need (every node, their pods
+and events); more, or a sweep, reads the whole cluster. A webhook is about a few nodes, and
+listing every pod of a large cluster for each one was most of the time to a diagnosis."""
+
+
+def _version(node: Obj) -> str:
+    return str(meta(node).get("resourceVersion") or "")
+
+
+def _scope(batch: Sequence[Signal]) -> frozenset[str] | None:
+    if not batch or any(s.node is None for s in batch):
+        return None
+    return _few(frozenset(s.node for s in batch if s.node))
+
+
+def _few(nodes: frozenset[str]) -> frozenset[str] | None:
+    return nodes if len(nodes) <= SCOPED_MAX_NODES else None
+
+
+MID_PASS_DELIVERIES = 2
+"""Deliveries a pass splits after reading the cluster (`_run`): those that came at the same
+moment as its own, not a burst that is the next pass's business."""
+
+
+class DiagnosisPass:
+    """Owns what passes share: the lock that makes them take turns, each node's facts as last
+    found with its pods (for scoped passes), and each node's rule matches (unchanged nodes are
+    not evaluated again)."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        rules: RuleSet,
+        store: Store,
+        cluster: Cluster,
+        chat: Chat,
+        executor: Executor,
+        clock: Clock,
+        take_deliveries: Callable[[int], list[Signal]] = lambda _at_most: [],
+        later: Callable[[list[Signal]], None] = lambda _signals: None,
+        evidence: EvidenceLines | None = None,
+        on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        """`take_deliveries(n)`: up to n stored webhook deliveries split into new signals;
+        `later`: signals for the next pass (split meanwhile, about other nodes)."""
+        self.settings = settings
+        self.rules = rules
+        self.store = store
+        self.cluster = cluster
+        self.chat = chat
+        self.executor = executor
+        self.clock = clock
+        self.take_deliveries = take_deliveries
+        self.later = later
+        self.evidence = evidence
+        self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
+        self.telemetry = telemetry
+        self._lock = threading.Lock()
+        self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
+        """Per node, the facts last found with its pods, and the node's resourceVersion then."""
+        self._matches = NodeMatches()
+
+    def run(self, batch: Sequence[Signal], nodes: frozenset[str] | None = None) -> list[Incident]:
+        """Diagnose the cluster with every alert still firing; open, update or resolve
+        incidents; post what is new. Returns the incidents opened or reopened. A pass is
+        about the batch's nodes when it names only a few (or about `nodes` when given, and
+        few enough), else about the whole cluster."""
+        for signal in batch:
+            if signal.node is None and signal.source == "alertmanager":
+                self.chat.post_notice(
+                    f"alert {signal.name} ({signal.status}) names no node: node unknown. "
+                    f"Its labels: {', '.join(f'{k}={v}' for k, v in sorted(signal.labels.items()))}"
+                )
+            if signal.truncated_alerts:
+                self.chat.post_notice(
+                    f"Alertmanager truncated {signal.truncated_alerts} alert(s) of group "
+                    f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
+                )
+        with self._lock:
+            return self._run(batch, nodes)
+
+    def _run(self, batch: Sequence[Signal], nodes: frozenset[str] | None) -> list[Incident]:
+        now = self.clock()
+        scope = _scope(batch) if nodes is None else _few(nodes)
+        snapshot = (
+            read_snapshot(self.cluster) if scope is None else read_scoped(self.cluster, scope)
+        )
+        if scope is not None and not scope <= {name_of(n) for n in snapshot.nodes}:
+            # An alert named its node by something else (an `instance` IP): which node it
+            # means is only known after reading every node, so this pass reads everything.
+            scope = None
+            snapshot = read_snapshot(self.cluster)
+        # Deliveries stored while the cluster was read join this pass: a node's alerts that
+        # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
+        # 48 it brings) are diagnosed together, not as two incidents one after the other.
+        self._follow_up(self.take_deliveries(MID_PASS_DELIVERIES), scope)
+        signals = resolve_signal_nodes(snapshot, self.store.active_signals())
+        facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
+        self._remember_facts(snapshot.nodes, facts.nodes, scope)
+        # Other nodes' facts are as last found (or lack their pods): they count toward the
+        # pool rules, and their own diagnoses wait for a pass about them.
+        diagnoses = diagnose(
+            facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
+        ).diagnoses
+        opened = []
+        recorded: list[tuple[Diagnosis, Incident]] = []
+        for found in diagnoses:
+            if self.evidence is not None and found.node:
+                found = found.model_copy(
+                    update={"evidence": [*found.evidence, *self.evidence(found.node)]}
+                )
+            incident, new = self.store.record_diagnosis(
+                self.settings.cluster, found, now, self.settings.thresholds.flap_window_s
+            )
+            recorded.append((found, incident))
+            if not new:
+                continue
+            opened.append(incident)
+            self.store.append(
+                TimelineEntry(
+                    incident=incident.id,
+                    at=now,
+                    actor=GPUBOT,
+                    kind="diagnosis",
+                    text=f"{found.title}: {found.summary}",
+                    data={
+                        "rule": found.rule,
+                        "stage": found.stage.value,
+                        "evidence": found.evidence,
+                    },
+                )
+            )
+            requests = self.executor.propose(incident.id, found, facts)
+            if not requests:
+                self.store.transition(incident.id, IncidentState.DIAGNOSED, GPUBOT, now)
+            ref = self.chat.post_diagnosis(self.store.incident(incident.id), found, requests)
+            if self.telemetry is not None:
+                self.telemetry.diagnoses_posted.inc()
+            if ref:
+                self.store.set_chat_ref(incident.id, ref)
+            self.on_diagnosis(incident, found)
+        self._group_under_pools(recorded, facts.nodes)
+        still = {(d.rule, d.node or d.pool) for d in diagnoses}
+        self._resolve_gone(batch, still, facts.nodes, now, scope)
+        if self.telemetry is not None:
+            self.telemetry.incidents_open.set(self.store.count_incidents(OPEN))
+        return opened
+
+    def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
+        """Signals split during a pass that the pass does not cover (a node outside its scope)
+        or that need a word of their own (no node, truncated): left for the next pass."""
+        later = [
+            s
+            for s in arrived
+            if s.node is None or s.truncated_alerts or (scope is not None and s.node not in scope)
+        ]
+        if later:
+            self.later(later)
+
+    def _reuse_for(self, scope: frozenset[str] | None) -> Callable[[Obj], NodeFacts | None]:
+        """In a scoped pass, a node outside the scope keeps the facts last found with its
+        pods, while its object is unchanged; a full pass finds everything again."""
+
+        def reuse(node: Obj) -> NodeFacts | None:
+            name = name_of(node)
+            if scope is None or name in scope:
+                return None
+            seen = self._facts_seen.get(name)
+            if seen is None or seen[0] != _version(node):
+                return None
+            return seen[1]
+
+        return reuse
+
+    def _remember_facts(
+        self,
+        objects: Sequence[Obj],
+        found: Mapping[str, NodeFacts],
+        scope: frozenset[str] | None,
+    ) -> None:
+        if scope is None:
+            self._facts_seen = {
+                name_of(node): (_version(node), found[name_of(node)])
+                for node in objects
+                if name_of(node) in found
+            }
+            return
+        for node in objects:
+            if name_of(node) in scope and name_of(node) in found:
+                self._facts_seen[name_of(node)] = (_version(node), found[name_of(node)])
+
+    def _group_under_pools(
+        self, recorded: Sequence[tuple[Diagnosis, Incident]], nodes: Mapping[str, NodeFacts]
+    ) -> None:
+        """A pool-wide incident holds the node incidents of its pool: the on-call reads one
+        story, and the timeline of each node says which pool incident it belongs to."""
+        pools = {d.pool: i for d, i in recorded if d.node is None and d.pool}
+        for found, incident in recorded:
+            node = nodes.get(found.node or "")
+            if node is None or not node.pool or node.pool not in pools:
+                continue
+            parent = pools[node.pool]
+            if incident.parent == parent.id:
+                continue
+            self.store.set_parent(incident.id, parent.id)
+            self.store.append(
+                TimelineEntry(
+                    incident=incident.id,
+                    at=self.clock(),
+                    actor=GPUBOT,
+                    kind="note",
+                    text=f"part of pool-wide incident {parent.id} "
+                    f"({parent.rule}, pool {node.pool})",
+                    data={"parent": parent.id},
+                )
+            )
+
+    def _resolve_gone(
+        self,
+        batch: Sequence[Signal],
+        still: set[tuple[str, str | None]],
+        nodes: Mapping[str, NodeFacts],
+        now: datetime,
+        scope: frozenset[str] | None = None,
+    ) -> None:
+        """Incidents whose rule no longer matches their subject are over — unless gpubot
+        acted on the node and it is still out of service: then the loop ends with the
+        health gate and an uncordon, not with silence."""
+        resolved_on = {s.node for s in batch if s.status == "resolved"}
+        for incident in self.store.incidents(states=_SELF_RESOLVING):
+            if incident.cluster != self.settings.cluster:
+                continue
+            if scope is not None and incident.node not in scope:
+                continue  # not looked at in this pass
+            if (incident.rule, incident.node or incident.pool) in still:
+                if incident.node in resolved_on:
+                    self.store.append(
+                        TimelineEntry(
+                            incident=incident.id,
+                            at=now,
+                            actor=GPUBOT,
+                            kind="note",
+                            text=f"its alert resolved, but {incident.rule} still matches: "
+                            "the incident stays open",
+                        )
+                    )
+                continue
+            node = nodes.get(incident.node or "")
+            if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
+                continue
+            successor = next(
+                (
+                    other
+                    for other in self.store.incidents(node=incident.node, states=OPEN)
+                    if incident.node
+                    and other.id != incident.id
+                    and (other.rule, other.node) in still
+                ),
+                None,
+            )
+            try:
+                if successor is not None:
+                    # The rules now tell a better story for this node (e.g. an Xid 79 alert
+                    # arrived for the GPU count that dropped): one incident, not two.
+                    self.resolve(
+                        incident.id,
+                        f"superseded by incident {successor.id} ({successor.rule})",
+                        summary=False,
+                    )
+                    continue
+                self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
+            except StateChanged:
+                continue  # its approval started acting meanwhile: the action's end decides
+
+    def resolve(self, incident_id: str, why: str, *, summary: bool = True) -> Incident:
+        """Over: its requests not yet decided are withdrawn with it (their buttons replaced
+        by why), so no later vote can act on a problem that is gone."""
+        done = self.store.transition(incident_id, IncidentState.RESOLVED, GPUBOT, self.clock(), why)
+        for request in self.store.requests(incident_id):
+            execution = self.store.execution(request.id)
+            if (
+                execution is not None
+                and execution.outcome == "withdrawn"
+                and execution.finished_at == done.resolved_at
+            ):
+                self.chat.withdraw(done, request, execution.detail)
+        if not summary:
+            self.chat.post_thread(done, f"resolved: {why}")
+            return done
+        told = summary_lines(summarize(done, self.store.timeline(incident_id)), self.settings.lang)
+        self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in told))
+        return done
