@@ -1,15 +1,24 @@
-"""gpubot's own errors, converted once at the edge (CLI exit code, HTTP status).
+"""gpubot's own errors, converted once at the edge (CLI exit code, HTTP status), each saying
+whether a retry can help.
 
 GpubotError
-├── InputError      bad input from a person or a peer: a retry with the same input fails
-│                   the same way; the CLI exits 2, HTTP answers 4xx
-├── RuleError       one rule is broken (schema, CEL, evaluation); the other rules go on
-├── TemporaryError  a peer (the Kubernetes API, ...) failed in a way a retry may cure:
-│   │               5xx, 429, 409 on writes, timeouts, refused connections
-│   ├── EvictionBlocked   429 from pods/eviction: a PodDisruptionBudget says not now
-│   └── WatchExpired      410 on a watch: the version is gone, list again and resume
-└── PermanentError  a peer refused for good (4xx other than 409/429): retrying is pointless
-    └── NotFound    the object does not exist (any more)
+├── InputError          bad input from a person or a peer: a retry with the same input fails
+│                       the same way; the CLI exits 2, HTTP answers 4xx
+├── RuleError           one rule is broken (schema, CEL, evaluation); the other rules go on
+├── StoreSchemaError    the database's schema is not this gpubot's: the message names the
+│                       command to run (`gpubot db upgrade`); the CLI exits 2
+├── IllegalTransition   (bot.incidents.lifecycle) a move the incident state machine forbids:
+│                       a bug upstream, never retried
+├── TemporaryError      a peer failed in a way a retry may cure (`retry_after` when it said)
+│   ├── EvictionBlocked     429 from pods/eviction: a PodDisruptionBudget says not now
+│   ├── WatchExpired        410 on a list or watch: the version is gone, list again
+│   ├── Conflict            409 on an update: someone wrote in between; read and try again
+│   ├── StoreUnavailable    the database is down, locked or timed out; nothing was written
+│   └── StateChanged        another writer moved the incident between our read and write
+└── PermanentError      a peer refused for good (4xx other than 409 on update and 429):
+    │                   retrying the same request is pointless
+    ├── NotFound            404: the object does not exist (any more)
+    └── AlreadyExists       409 on create: the name is taken (by someone else's object)
 """
 
 from __future__ import annotations
@@ -53,12 +62,7 @@ class WatchExpired(TemporaryError):
 
 
 class Conflict(TemporaryError):
-    """409: another writer got there first (`reason` Conflict: read again and retry) or the
-    name is taken (`reason` AlreadyExists)."""
-
-    def __init__(self, message: str, reason: str = "Conflict") -> None:
-        super().__init__(message)
-        self.reason = reason
+    """409 on an update: another writer got there first; read again and retry."""
 
 
 class PermanentError(GpubotError):
@@ -69,6 +73,10 @@ class PermanentError(GpubotError):
 
 class NotFound(PermanentError):
     pass
+
+
+class AlreadyExists(PermanentError):
+    """409 on create: the name is taken; creating it again will not help."""
 
 
 class StoreUnavailable(TemporaryError):

@@ -78,7 +78,7 @@ class Cluster(Protocol):
 
     def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> Obj:
         """POST a new object (the health gate's smoke-test pod, the leader Lease);
-        `PermanentError` with reason AlreadyExists when the name is taken."""
+        `AlreadyExists` (permanent) when the name is taken."""
         ...
 
     def replace(self, kind: Kind, namespace: str, name: str, body: Mapping[str, Any]) -> Obj:

@@ -89,7 +89,8 @@ LINE_MAX = 500
 """One evidence or blocker line: a single huge line must not crowd out the others."""
 FALLBACK_TEXT_MAX = 500
 
-Outcome = Literal["approved", "denied", "expired"]
+Shown = Literal["approved", "denied", "expired"]
+"""How a decided request reads where its buttons were."""
 
 _USER_ID = re.compile(r"<?@?([UW][A-Z0-9]+)>?")
 _ICON = {Severity.CRITICAL: "🔴", Severity.WARNING: "🟠", Severity.INFO: "🔵"}
@@ -278,7 +279,7 @@ def _hhmm(at: datetime) -> str:
 
 def decision_text(
     request: ActionRequest,
-    outcome: Outcome,
+    outcome: Shown,
     by: Sequence[str],
     at: datetime,
     lang: Lang,

@@ -32,6 +32,9 @@ class GateItem:
     outcome: Verdict
     reason: str
     required: bool = True
+    fact: str | None = None
+    """The failing fact in the words of the node's facts (`node.gate_failures`), where they
+    say it more exactly than `reason` (the resource name, the count)."""
 
 
 class SmokeResult(Protocol):
@@ -101,8 +104,8 @@ def _gpus(node: NodeFacts, gpu_resource: str) -> GateItem:
         return GateItem(
             "gpus-allocatable",
             "fail",
-            f"{gpu_resource} allocatable {gpu.allocatable}/{gpu.expected}: only "
             f"{gpu.allocatable} of {gpu.expected} GPUs allocatable",
+            fact=f"{gpu_resource} allocatable {gpu.allocatable}/{gpu.expected}",
         )
     return GateItem(
         "gpus-allocatable", "pass", f"{gpu.allocatable} of {gpu.expected} GPUs allocatable"
@@ -247,7 +250,8 @@ def gate_failures(node: NodeFacts, pool: PoolFacts | None, gpu_resource: str) ->
     what the rules read); empty for a node that is not a GPU node."""
     if not node.gpu_node:
         return []
-    return [i.reason for i in facts_items(node, pool, gpu_resource) if i.outcome == "fail"]
+    items = facts_items(node, pool, gpu_resource)
+    return [i.fact or i.reason for i in items if i.outcome == "fail"]
 
 
 def health_gate(

@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from bot.errors import (
+    AlreadyExists,
     Conflict,
     EvictionBlocked,
     GpubotError,
@@ -77,7 +78,11 @@ def _from_api_exception(exc: ApiException, what: str) -> GpubotError:
             reason = str(json.loads(exc.body or b"{}").get("reason") or "Conflict")
         except (ValueError, TypeError, AttributeError):
             reason = "Conflict"
-        return Conflict(message, reason)
+        # The API server's Status says which: the name is taken (for good), or the object
+        # changed since it was read (read again and retry).
+        if reason == "AlreadyExists":
+            return AlreadyExists(message, code)
+        return Conflict(message)
     if code == 429 or code >= 500 or code == 0:
         return TemporaryError(message, retry_after)
     return PermanentError(message, code)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.clock import utcnow
-from bot.errors import Conflict, GpubotError, NotFound
+from bot.errors import AlreadyExists, Conflict, GpubotError, NotFound
 from bot.kube.objects import Obj, meta, spec_of
 from bot.names import NAMESPACE
 from bot.ports import Cluster
@@ -117,8 +117,9 @@ class LeaderElector:
             version = meta(current).get("resourceVersion")
             self.cluster.replace("Lease", c.namespace, c.name, self._lease(spec, version))
             return self._renewed()
-        except Conflict:
-            # Someone else wrote the lease between our read and write: they won this round.
+        except (Conflict, AlreadyExists):
+            # Someone else wrote (or created) the lease between our read and write: they won
+            # this round.
             return self._lost()
         except GpubotError:
             # The API is away: keep leading only until the renew deadline says otherwise.

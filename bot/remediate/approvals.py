@@ -19,12 +19,12 @@ from typing import Literal
 from bot.config import ActionPolicy, ApprovalPolicy
 from bot.model import Action, ActionRequest, NodeFacts, Vote
 
-Outcome = Literal["refused", "need-another", "approved"]
+Judgement = Literal["refused", "need-another", "approved"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    outcome: Outcome
+    outcome: Judgement
     reason: str
     approvers: list[str] = field(default_factory=list)
 

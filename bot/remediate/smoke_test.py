@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bot.errors import Conflict, GpubotError, NotFound, TemporaryError
+from bot.errors import AlreadyExists, GpubotError, NotFound, TemporaryError
 from bot.evidence.gate import Verdict
 from bot.kube.objects import spec_of, status_of
 from bot.names import (
@@ -209,7 +209,7 @@ def run_smoke_test(
     name = str(body["metadata"]["name"])
     try:
         cluster.create("Pod", namespace, body)
-    except Conflict as exc:  # the name is taken: not our pod, so not ours to delete
+    except AlreadyExists as exc:  # the name is taken: not our pod, so not ours to delete
         return SmokeTest(node, name, expected_gpus, "unknown", f"smoke-test pod not created: {exc}")
     except TemporaryError as exc:
         # The API may have created it before the answer was lost: clean up all the same.

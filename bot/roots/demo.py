@@ -178,7 +178,7 @@ def run(
                     loop = (incident, d)
             out.diagnoses(new)
         if loop is not None:
-            _remediate(loop, store, records, executor, out, pause_s, approve, approver_name)
+            _remediate(loop, store, records, executor, out, pause_s, approve, approver_name, alerts)
     finally:
         watcher.stop()
         controllers.stop()
@@ -197,6 +197,7 @@ def _remediate(
     pause_s: float,
     approve: Approver | None,
     approver_name: str,
+    alerts: list[Signal],
 ) -> None:
     """The whole loop on one node, every action through the executor and an approval."""
     incident, found = loop
@@ -219,6 +220,17 @@ def _remediate(
         return
     out.step(f"repair: {node} is rebooted and its GPU reset")
     faults.inject(sim, "reboot", node, utcnow())
+    # After the reboot dcgm-exporter starts afresh: the node's alerts resolve, and
+    # Alertmanager says so.
+    now = utcnow()
+    records.add_signals(
+        [
+            a.model_copy(update={"status": "resolved", "ends_at": now})
+            for a in alerts
+            if a.node == node
+        ],
+        now,
+    )
     time.sleep(pause_s)  # the kubelet and the operator's pods come back
     out.step(f"health gate for {node} (runbook step 9)")
     facts = executor.read_facts(node)
