@@ -59,7 +59,8 @@ class _Frozen(BaseModel):
 class Signal(_Frozen):
     """One observation from the outside world that something may be wrong."""
 
-    source: Literal["alertmanager", "kube", "sweep"]
+    source: Literal["alertmanager", "kube", "sweep", "kernel"]
+    """`kernel`: an Xid read from a kernel log (`journalctl -k`, dmesg, a bug report)."""
     name: str
     status: Literal["firing", "resolved"] = "firing"
     node: str | None = None

@@ -125,7 +125,11 @@ def firing_for(node: str, signals: list[Signal]) -> list[Signal]:
 
 def xids_of(node_signals: list[Signal]) -> list[XidFacts]:
     return [
-        XidFacts(code=int(s.labels["xid"]), gpu=s.gpu, source=f"alert {s.name}")
+        XidFacts(
+            code=int(s.labels["xid"]),
+            gpu=s.gpu,
+            source="kernel log" if s.source == "kernel" else f"alert {s.name}",
+        )
         for s in node_signals
         if s.name == "GPUXidError" and s.labels.get("xid", "").isdigit()
     ]
