@@ -54,6 +54,47 @@ class Thresholds(BaseModel):
     pool_wide_min_share: float = 0.25
 
 
+class GpuNodeMarkers(BaseModel):
+    """What makes a node a GPU node when its GPU stack is broken and says nothing itself:
+    GPU Feature Discovery's `nvidia.com/gpu.*` labels and the `nvidia.com/gpu` capacity are
+    written by the stack, so a node whose driver never loaded may have neither. These
+    markers do not depend on it (each checked in this order; the first found is said)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    labels: list[str] = [
+        # Node Feature Discovery: an NVIDIA PCI device (vendor 0x10de), with or without its
+        # class (0302 3D controller, 0300 VGA); the GPU Operator's must-gather finds GPU
+        # nodes by exactly these.
+        "feature.node.kubernetes.io/pci-10de.present",
+        "feature.node.kubernetes.io/pci-0302_10de.present",
+        "feature.node.kubernetes.io/pci-0300_10de.present",
+        # Cloud providers' accelerator labels.
+        "cloud.google.com/gke-accelerator",
+        "k8s.amazonaws.com/accelerator",
+        "kubernetes.azure.com/accelerator",
+        "karpenter.k8s.aws/instance-gpu-count",
+        # The GPU Operator manages the node (deploy labels), whatever its state.
+        "nvidia.com/gpu.deploy.*",
+    ]
+    """Label keys (`*` ends a prefix) whose presence, with a value other than false or 0,
+    marks a GPU node."""
+    instance_type_labels: list[str] = [
+        "node.kubernetes.io/instance-type",
+        "beta.kubernetes.io/instance-type",
+    ]
+    instance_types: list[str] = [
+        r"^(p2|p3|p3dn|p4d|p4de|p5|p5e|p5en|p6|p6e|g3|g3s|g4dn|g5|g6|g6e|gr6|g6f)\.",  # AWS
+        r"^Standard_N[CDVG]",  # Azure
+        r"^(a2|a3|a4|g2|g4)-",  # Google Cloud
+        r"^(BM|VM)\.GPU",  # Oracle Cloud
+        r"^gx[23]-",  # IBM Cloud
+    ]
+    """Regular expressions on the instance type: GPU machine families."""
+    taints: list[str] = ["nvidia.com/gpu"]
+    """Taint keys GPU node pools carry so only GPU pods land there."""
+
+
 class ActionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -214,7 +255,18 @@ class Settings(BaseSettings):
         "node.kubernetes.io/instance-type",
     ]
     gpu_resource: str = "nvidia.com/gpu"
-    operator_namespaces: list[str] = ["gpu-operator", "gpu-operator-resources", "kube-system"]
+    gpu_nodes: GpuNodeMarkers = Field(default_factory=GpuNodeMarkers)
+    operator_namespaces: list[str] = [
+        "gpu-operator",
+        "nvidia-gpu-operator",
+        "gpu-operator-resources",
+        "kube-system",
+        "nvidia-device-plugin",
+    ]
+    """Where GPU components usually live: the GPU Operator's namespace (Helm's convention,
+    OpenShift's, operator 1.x's operands) and the standalone device plugin's. Components are
+    recognised by what they are in any namespace; these name the namespace in a runbook
+    command when no pod of the component is on the node to take it from."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     remediation: Remediation = Field(default_factory=Remediation)
     serve: ServeSettings = Field(default_factory=ServeSettings)

@@ -102,7 +102,16 @@ class PodFacts(_Frozen):
     owner_kind: str | None
     owner_name: str | None
     component: str | None
-    """GPU Operator / device plugin component this pod is, by its `app` label or name."""
+    """GPU component this pod is (by its labels or owning DaemonSet, in any namespace)."""
+    by_gpu_operator: bool = False
+    """One of the GPU Operator's own DaemonSets (not a standalone plugin, GKE's, ...)."""
+    reason: str | None = None
+    """The pod's own status reason (`UnexpectedAdmissionError`, `Evicted`, ...)."""
+    message: str | None = None
+    gpu_error: str | None = None
+    """The GPU failure the pod's messages or events name: gpu-lost, devices-unhealthy,
+    devices-unavailable, system-not-ready, no-nvidia-runtime, driver-in-use, nvml-failed."""
+    gpu_error_text: str | None = None
     gpu_request: int
     restarts: int
     waiting_reason: str | None
@@ -142,6 +151,11 @@ class ComponentFacts(_Frozen):
     restarts: int
     deploy_label: bool | None
     """`nvidia.com/gpu.deploy.<component>` on the node: False means removed on purpose."""
+    namespace: str | None = None
+    """Where its pod is: runbook commands name this namespace."""
+    by_gpu_operator: bool = False
+    gpu_error: str | None = None
+    gpu_error_text: str | None = None
 
 
 class GpuFacts(_Frozen):
@@ -198,6 +212,11 @@ class NodeFacts(_Frozen):
     blockers: list[Blocker] = Field(default_factory=list)
     pods_after_cordon: list[str] = Field(default_factory=list)
     xids: list[XidFacts] = Field(default_factory=list)
+    gpu_marker: str | None = None
+    """Why this is a GPU node, in words (a label, the instance type, a GPU pod on it)."""
+    gpu_errors: dict[str, list[str]] = Field(default_factory=dict)
+    """GPU failures the node's pods name, by kind (see `PodFacts.gpu_error`): "ns/pod: what
+    it said", a few each."""
     gpu_faults: list[str] = Field(default_factory=list)
     """GPU fault alerts firing on the node (ECC double-bit, row remap failure, NVLink, Fabric
     Manager), each as the gate names it."""

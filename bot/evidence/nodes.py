@@ -8,11 +8,12 @@ the rule files' business), or read other nodes (pool facts are `collecting.py`'s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from bot.config import Settings
+from bot.config import GpuNodeMarkers, Settings
 from bot.evidence.pods import COMPONENT_DEPLOY_LABELS, drain_blockers, pod_facts
 from bot.evidence.snapshots import Index, age_s, latest_event
 from bot.kube.objects import (
@@ -21,8 +22,11 @@ from bot.kube.objects import (
     labels_of,
     meta,
     name_of,
+    namespace_of,
     parse_time,
     quantity,
+    spec_of,
+    status_of,
 )
 from bot.model import (
     ComponentFacts,
@@ -58,7 +62,7 @@ def pool_of(labels: Mapping[str, str], pool_labels: Sequence[str]) -> str | None
     return None
 
 
-def _taint_text(taint: Obj) -> str:
+def _taint_text(taint: Mapping[str, Any]) -> str:
     value = taint.get("value")
     key = taint.get("key", "")
     return (
@@ -67,7 +71,7 @@ def _taint_text(taint: Obj) -> str:
 
 
 def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
-    status = node.get("status") or {}
+    status = status_of(node)
     capacity = status.get("capacity") or {}
     allocatable = status.get("allocatable") or {}
     labels = labels_of(node)
@@ -85,6 +89,21 @@ def _gpu_facts(node: Obj, settings: Settings) -> GpuFacts:
     )
 
 
+def _stack_marker(gpu: GpuFacts, gpu_resource: str) -> str | None:
+    """What the GPU stack itself says, when it says anything."""
+    if gpu.present_label:
+        return f"label {GPU_PRESENT_LABEL}=true"
+    if gpu.capacity:
+        return f"capacity {gpu_resource}={gpu.capacity}"
+    if gpu.count_label:
+        return f"label nvidia.com/gpu.count={gpu.count_label}"
+    if gpu.mig_capacity:
+        return f"MIG resources {', '.join(sorted(gpu.mig_capacity))}"
+    if gpu.product:
+        return f"label nvidia.com/gpu.product={gpu.product}"
+    return None
+
+
 def _offered_mig(resources: Mapping[str, Any]) -> dict[str, int]:
     counts = {k: quantity(v) for k, v in resources.items() if k.startswith(MIG_RESOURCE_PREFIX)}
     return {k: n for k, n in counts.items() if n > 0}
@@ -98,14 +117,66 @@ def _driver_version(labels: Mapping[str, str]) -> str | None:
     return ".".join(p for p in parts if p) or None
 
 
+def gpu_marker(node: Obj, markers: GpuNodeMarkers) -> str | None:
+    """What marks the node as a GPU node without its GPU stack's help (the first found)."""
+    labels = labels_of(node)
+    for key in markers.labels:
+        if key.endswith("*"):
+            found = sorted(k for k in labels if k.startswith(key[:-1]))
+        else:
+            found = [key] if key in labels else []
+        for label in found:
+            if labels[label].lower() not in ("false", "0", ""):
+                return f"label {label}={labels[label]}"
+    for key in markers.instance_type_labels:
+        kind = labels.get(key, "")
+        if kind and any(re.search(pattern, kind) for pattern in markers.instance_types):
+            return f"instance type {kind} ({key})"
+    for taint in spec_of(node).get("taints") or []:
+        if isinstance(taint, Mapping) and taint.get("key") in markers.taints:
+            return f"taint {_taint_text(taint)}"
+    return None
+
+
+def _pods_marker(pods: list[PodFacts], gpu_resource: str) -> str | None:
+    component = next((p for p in pods if p.component), None)
+    if component is not None:
+        return f"GPU component pod {component.namespace}/{component.name} on it"
+    gpu_pod = next((p for p in pods if p.gpu_request > 0), None)
+    if gpu_pod is not None:
+        return f"pod {gpu_pod.namespace}/{gpu_pod.name} requesting {gpu_resource} on it"
+    return None
+
+
+def _gpu_errors(pods: list[PodFacts]) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    for pod in pods:
+        if pod.gpu_error and pod.gpu_error_text:
+            said = errors.setdefault(pod.gpu_error, [])
+            if len(said) < 5:
+                said.append(f"{pod.namespace}/{pod.name}: {pod.gpu_error_text}")
+    return errors
+
+
 def _components(pods: list[PodFacts], deploy: Mapping[str, bool]) -> dict[str, ComponentFacts]:
-    by_component = {p.component: p for p in pods if p.component}
+    by_component: dict[str, PodFacts] = {}
+    for candidate in pods:
+        if candidate.component and (
+            candidate.component not in by_component
+            or (candidate.failing and not by_component[candidate.component].failing)
+        ):
+            # Two pods of one component during a rollout: the failing one is the news.
+            by_component[candidate.component] = candidate
     components = {}
     for component, deploy_key in COMPONENT_DEPLOY_LABELS.items():
         pod = by_component.get(component)
         components[component] = ComponentFacts(
             name=component,
             pod=pod.name if pod else None,
+            namespace=pod.namespace if pod else None,
+            by_gpu_operator=bool(pod and pod.by_gpu_operator),
+            gpu_error=pod.gpu_error if pod else None,
+            gpu_error_text=pod.gpu_error_text if pod else None,
             present=pod is not None,
             phase=pod.phase if pod else None,
             failing=bool(pod and pod.failing),
@@ -151,8 +222,8 @@ def node_facts(
 ) -> NodeFacts:
     name = name_of(node)
     labels = labels_of(node)
-    spec = node.get("spec") or {}
-    status = node.get("status") or {}
+    spec = spec_of(node)
+    status = status_of(node)
     conditions = {str(c.get("type")): str(c.get("status")) for c in status.get("conditions") or []}
     messages = {
         str(c.get("type")): str(c.get("message") or "")
@@ -171,17 +242,21 @@ def node_facts(
     uncordoned_at = None if unschedulable else latest_event(events, "NodeSchedulable")
     pool = pool_of(labels, settings.pool_labels)
     gpu = _gpu_facts(node, settings)
-    gpu_node = bool(
-        gpu.present_label
-        or gpu.capacity
-        or gpu.count_label
-        or gpu.mig_capacity
-        or gpu.product
-        or (pool is not None and pool in gpu_pools)
-    )
     raw_pods = index.pods_by_node.get(name, [])
-    pod_pairs = [(pod, pod_facts(pod, now, settings)) for pod in raw_pods]
+    pod_pairs = [
+        (
+            pod,
+            pod_facts(pod, now, settings, index.pod_events.get((namespace_of(pod), name_of(pod)))),
+        )
+        for pod in raw_pods
+    ]
     pods = [facts for _, facts in pod_pairs]
+    marker = (
+        _stack_marker(gpu, settings.gpu_resource)
+        or gpu_marker(node, settings.gpu_nodes)
+        or _pods_marker(pods, settings.gpu_resource)
+        or (f"pool {pool} is a GPU pool" if pool is not None and pool in gpu_pools else None)
+    )
     deploy = {
         key.removeprefix("nvidia.com/gpu.deploy."): value == "true"
         for key, value in labels.items()
@@ -224,7 +299,8 @@ def node_facts(
         boot_id=(status.get("nodeInfo") or {}).get("bootID"),
         kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion"),
         runtime_version=(status.get("nodeInfo") or {}).get("containerRuntimeVersion"),
-        gpu_node=gpu_node,
+        gpu_node=marker is not None,
+        gpu_marker=marker,
         gpu=gpu,
         driver_version=_driver_version(labels),
         upgrade_state=upgrade_state,
@@ -237,6 +313,7 @@ def node_facts(
         blockers=drain_blockers(pod_pairs, index, now, settings) if unschedulable else [],
         pods_after_cordon=after_cordon,
         xids=xids,
+        gpu_errors=_gpu_errors(pods),
         gpu_faults=[GPU_FAULT_ALERTS[s.name] for s in node_signals if s.name in GPU_FAULT_ALERTS],
         events=recent_events,
     )

@@ -7,8 +7,10 @@ something is a symptom (the rules do), or look at a pod's node (nodes.py does).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from bot.config import Settings
 from bot.evidence.snapshots import Index, age_s
@@ -47,8 +49,21 @@ COMPONENT_DEPLOY_LABELS = {
 DEVICE_PLUGIN = "nvidia-device-plugin-daemonset"
 
 
-# The standalone device plugin Helm chart names its pods differently.
-COMPONENT_ALIASES = {"nvidia-device-plugin": DEVICE_PLUGIN}
+# The other names the same components go by, outside the GPU Operator: the standalone device
+# plugin (Helm chart `app.kubernetes.io/name`, static manifest `name=nvidia-device-plugin-ds`),
+# GKE's own plugin and driver installer (`k8s-app`), OpenShift's per-RHCOS driver DaemonSets
+# (`app.kubernetes.io/component=nvidia-driver`), the standalone dcgm-exporter and GFD charts.
+COMPONENT_ALIASES = {
+    "nvidia-device-plugin": DEVICE_PLUGIN,
+    "nvidia-device-plugin-ds": DEVICE_PLUGIN,
+    "nvidia-gpu-device-plugin": DEVICE_PLUGIN,
+    "nvidia-driver": "nvidia-driver-daemonset",
+    "nvidia-driver-installer": "nvidia-driver-daemonset",
+    "nvidia-vgpu-manager-daemonset": "nvidia-driver-daemonset",
+    "nvidia-container-toolkit": "nvidia-container-toolkit-daemonset",
+    "dcgm-exporter": "nvidia-dcgm-exporter",
+}
+_LABELS = ("app", "app.kubernetes.io/name", "app.kubernetes.io/component", "k8s-app", "name")
 
 
 FAILING_WAIT_REASONS = {
@@ -62,30 +77,101 @@ FAILING_WAIT_REASONS = {
 }
 
 
-def component_of(pod: Obj, settings: Settings) -> str | None:
-    if namespace_of(pod) not in settings.operator_namespaces:
+# What a pod (its status, its containers, its events) says about the GPUs of its node, in the
+# words kubelet, the device plugin, NVML and the CUDA runtime use. First match wins.
+GPU_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("gpu-lost", re.compile(r"GPU is lost|fallen off the bus", re.I)),
+    ("devices-unhealthy", re.compile(r"devices? (?:are|is) unhealthy|unhealthy devices", re.I)),
+    (
+        "devices-unavailable",
+        re.compile(r"requested number of devices unavailable|Requested: ?\d+, Available: ?\d+"),
+    ),
+    (
+        "system-not-ready",
+        re.compile(r"system not yet initiali[sz]ed|cudaErrorSystemNotReady", re.I),
+    ),
+    ("no-nvidia-runtime", re.compile(r'no runtime for "?nvidia"? is configured', re.I)),
+    (
+        "driver-in-use",
+        re.compile(r"Could not unload NVIDIA driver kernel modules, driver is in use", re.I),
+    ),
+    (
+        "nvml-failed",
+        re.compile(
+            r"Failed to initiali[sz]e NVML|could not load NVML library|"
+            r"Driver/library version mismatch|NVML: Unknown Error",
+            re.I,
+        ),
+    ),
+)
+
+
+def _component_name(name: str | None) -> str | None:
+    if not name:
         return None
+    if name in COMPONENT_DEPLOY_LABELS:
+        return name
+    return COMPONENT_ALIASES.get(name)
+
+
+def component_of(pod: Obj) -> str | None:
+    """Which GPU software component the pod is, by what it is and not where it lives: its
+    labels, else the DaemonSet that owns it (OpenShift's `nvidia-driver-daemonset-<rhcos>`,
+    a Helm release's `<release>-nvidia-device-plugin`)."""
     labels = labels_of(pod)
-    for candidate in (labels.get("app"), labels.get("app.kubernetes.io/name")):
-        if candidate in COMPONENT_DEPLOY_LABELS:
-            return candidate
-        if candidate in COMPONENT_ALIASES:
-            return COMPONENT_ALIASES[candidate]
-    name = name_of(pod)
-    for prefix in (*COMPONENT_DEPLOY_LABELS, *COMPONENT_ALIASES):
-        if name.startswith(prefix + "-"):
-            return COMPONENT_ALIASES.get(prefix, prefix)
+    for key in _LABELS:
+        found = _component_name(labels.get(key))
+        if found:
+            return found
+    owner = controller_of(pod)
+    if owner is None or owner[0] != "DaemonSet":
+        return None
+    daemonset = owner[1]
+    for name in (*COMPONENT_DEPLOY_LABELS, *COMPONENT_ALIASES):
+        if daemonset == name or daemonset.startswith(name + "-") or daemonset.endswith("-" + name):
+            return _component_name(name)
+    return None
+
+
+def by_gpu_operator(pod: Obj) -> bool:
+    """A pod of the GPU Operator's own DaemonSets (their `app` label is the DaemonSet's name)."""
+    app = labels_of(pod).get("app", "")
+    return app in COMPONENT_DEPLOY_LABELS or app.startswith("nvidia-driver-daemonset-")
+
+
+def _messages(pod: Obj, events: list[Obj]) -> list[str]:
+    status = status_of(pod)
+    found = [str(status.get("message") or "")]
+    for container in _container_statuses(pod):
+        for part in ("state", "lastState"):
+            state = container.get(part) or {}
+            for phase in ("waiting", "terminated"):
+                if isinstance(state.get(phase), Mapping):
+                    found.append(str(state[phase].get("message") or ""))
+    found += [str(e.get("message") or "") for e in events]
+    return [m.strip() for m in found if m.strip()]
+
+
+def gpu_error(messages: list[str]) -> tuple[str, str] | None:
+    """(kind, the message that says it) for the first GPU failure the messages name."""
+    for kind, pattern in GPU_ERRORS:
+        for message in messages:
+            if pattern.search(message):
+                return kind, message[:300]
     return None
 
 
 def _container_statuses(pod: Obj) -> list[Obj]:
-    status = pod.get("status") or {}
+    status = status_of(pod)
     return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
 
 
-def pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
+def pod_facts(
+    pod: Obj, now: datetime, settings: Settings, events: list[Obj] | None = None
+) -> PodFacts:
+    """`events`: the pod's own events (what kubelet said about its sandbox, its admission)."""
+    spec = spec_of(pod)
+    status = status_of(pod)
     statuses = _container_statuses(pod)
     waiting = next(
         (
@@ -113,7 +199,18 @@ def pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
     phase = str(status.get("phase") or "Pending")
     controller = controller_of(pod)
     annotations = meta(pod).get("annotations") or {}
-    failing = phase == "Failed" or waiting in FAILING_WAIT_REASONS
+    gpu = gpu_error(_messages(pod, events or []))
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    # A pod that cannot even get a sandbox waits in ContainerCreating without a failing
+    # reason: when its messages name a GPU cause, it is failing all the same.
+    failing = (
+        phase == "Failed"
+        or waiting in FAILING_WAIT_REASONS
+        or (gpu is not None and phase != "Succeeded" and not ready)
+    )
     terminating = meta(pod).get("deletionTimestamp") is not None
     finalizers = [str(f) for f in meta(pod).get("finalizers") or []]
     daemonset = bool(controller and controller[0] == "DaemonSet")
@@ -125,7 +222,12 @@ def pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
         phase=phase,
         owner_kind=controller[0] if controller else None,
         owner_name=controller[1] if controller else None,
-        component=component_of(pod, settings),
+        component=component_of(pod),
+        by_gpu_operator=by_gpu_operator(pod),
+        reason=str(status["reason"]) if status.get("reason") else None,
+        message=str(status["message"]).strip()[:300] if status.get("message") else None,
+        gpu_error=gpu[0] if gpu else None,
+        gpu_error_text=gpu[1] if gpu else None,
         gpu_request=pod_requests(pod).get(settings.gpu_resource, 0),
         restarts=restarts,
         waiting_reason=waiting,
@@ -148,7 +250,7 @@ def pod_facts(pod: Obj, now: datetime, settings: Settings) -> PodFacts:
     )
 
 
-def _grace_period(spec: Obj) -> int:
+def _grace_period(spec: Mapping[str, Any]) -> int:
     value = spec.get("terminationGracePeriodSeconds")
     return 30 if value is None else int(value)  # 0 is a real answer: kill at once
 

@@ -10,12 +10,15 @@ in the rule files).
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from bot.errors import InputError
 from bot.kube.objects import (
@@ -61,16 +64,52 @@ class Snapshot:
         return snapshot
 
 
-def load_snapshot(path: Path) -> Snapshot:
+def read_objects(text: str, where: str) -> list[Obj]:
+    """The objects of what kubectl prints: a JSON or YAML List (`-o json`, `-o yaml`), one
+    object, or a stream of YAML documents (`---`), as they come."""
+    if text.lstrip().startswith(("{", "[")):  # JSON (kubectl -o json): JSON's errors
+        try:
+            documents = [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    else:
+        try:
+            documents = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "unreadable"
+            raise InputError(f"{where}{line}", f"not valid YAML: {problem}") from exc
+    objects: list[Obj] = []
+    for document in documents:
+        if isinstance(document, Mapping) and isinstance(document.get("items"), list):
+            objects.extend(document["items"])
+        elif isinstance(document, Mapping) and document.get("kind") not in (None, "List"):
+            objects.append(dict(document))
+        else:
+            raise InputError(
+                where, "expected a Kubernetes List (an object with an items array) or objects"
+            )
+    return objects
+
+
+def read_objects_file(path: Path) -> list[Obj]:
+    """`read_objects` of a file, or of standard input when the path is `-`."""
+    where = "stdin" if str(path) == "-" else str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = sys.stdin.buffer.read() if where == "stdin" else path.read_bytes()
     except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc)) from exc
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
-    return parse_snapshot(raw, str(path))
+        raise InputError(where, exc.strerror or str(exc)) from exc
+    return read_objects(raw.decode("utf-8", errors="replace"), where)
+
+
+def load_snapshot(*paths: Path) -> Snapshot:
+    """A snapshot of one or more files of kubectl output (JSON or YAML; `-` is stdin)."""
+    objects: list[Obj] = []
+    for path in paths:
+        objects.extend(read_objects_file(path))
+    where = ", ".join(str(p) for p in paths) or "snapshot"
+    return Snapshot.from_items(objects, where)
 
 
 def parse_snapshot(raw: Any, where: str = "snapshot") -> Snapshot:

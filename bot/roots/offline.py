@@ -54,8 +54,12 @@ def rule_test_files(path: Path) -> list[Path]:
 
 
 def rules_dir_for(test_file: Path, declared: str | None) -> Path:
+    """The rules a test file tests: as it declares, else those of the `tests/` folder it is in."""
     if declared:
         return (test_file.parent / declared).resolve()
+    for folder in test_file.parents:
+        if folder.name == "tests":
+            return folder.parent
     return test_file.parent.parent
 
 

@@ -9,7 +9,6 @@ bug as one that stays silent.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from bot.errors import InputError
+from bot.evidence.snapshots import read_objects_file
 from bot.kube.objects import merge_patch, name_of, namespace_of
 from bot.model import Action, Diagnosis, Lang, Severity, Stage
 from bot.rules.loading import validate_model
@@ -130,11 +130,9 @@ _snapshot_cache: dict[Path, dict[str, Any]] = {}
 
 
 def base_snapshot(path: Path) -> dict[str, Any]:
+    """The base snapshot as a List (kubectl's JSON or YAML, read once per run)."""
     if path not in _snapshot_cache:
-        try:
-            _snapshot_cache[path] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(str(path), f"cannot read snapshot: {exc}") from exc
+        _snapshot_cache[path] = {"kind": "List", "items": read_objects_file(path)}
     return _snapshot_cache[path]
 
 
