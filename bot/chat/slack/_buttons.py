@@ -14,8 +14,9 @@ ephemeral answer for the clicker alone). Snooze mutes the incident's thread line
 process for `snooze_s` (the timeline keeps them and records the snooze); approving or denying
 on the incident ends it.
 
-What it must never do: decide who may approve, or act. The engine (`Engine.approve` /
-`Engine.deny`) does both.
+What it must never do: decide who may approve, count how many must, or act. The engine
+(`Engine.approve` / `Engine.deny`) does all three; even the "1 of 2" after a first vote
+takes its 2 from the engine's answer (`Decided.approvals_needed`, the request's policy).
 """
 
 from __future__ import annotations
@@ -147,8 +148,8 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
     if status == "need-another":
         voters = [mention(v.approver) for v in store.votes(request.id)]
         if incident is not None:
-            note = f"{len(voters)} of 2 approvals: {', '.join(voters)}; needs a second approver"
-            h.chat.post_thread_mrkdwn(incident, note)
+            needed = outcome.approvals_needed or len(voters) + 1
+            h.chat.post_thread_mrkdwn(incident, _approvals_so_far(voters, needed))
         ephemeral(respond, f"Your approval is recorded: {for_slack(outcome.message)}")
     elif status in ("acted", "recorded", "dry-run", "failed", "refused"):
         approvers = [v.approver for v in store.votes(request.id)]
@@ -162,6 +163,18 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
         pass  # the service asked again (`Chat.ask_again`), wherever the action ran
     else:  # not-allowed, duplicate: for the clicker only, nothing changed
         ephemeral(respond, for_slack(outcome.message))
+
+
+def _approvals_so_far(voters: list[str], needed: int) -> str:
+    """The thread line after a vote that is not yet enough: `needed` is the engine's number
+    (the request's policy), never this module's."""
+    missing = max(1, needed - len(voters))
+    more = (
+        "a second approver"
+        if len(voters) == 1 and missing == 1
+        else f"{missing} more approver{'s' if missing > 1 else ''}"
+    )
+    return f"{len(voters)} of {needed} approvals: {', '.join(voters)}; needs {more}"
 
 
 def _deny(h: Handling, click: Click, respond: Respond) -> None:

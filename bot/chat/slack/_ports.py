@@ -29,6 +29,10 @@ class Decided(Protocol):
     def message(self) -> str: ...
     @property
     def new_request(self) -> ActionRequest | None: ...
+    @property
+    def approvals_needed(self) -> int | None:
+        """With `need-another`: how many people the policy asks (`approvals_needed`)."""
+        ...
 
 
 class Requests(Protocol):
