@@ -27,6 +27,9 @@ class Decision:
     outcome: Judgement
     reason: str
     approvers: list[str] = field(default_factory=list)
+    needed: int = 0
+    """How many different people the policy asks to approve the request
+    (`approvals_needed`); 0 when the approval was refused before it counted."""
 
 
 def new_request(
@@ -65,6 +68,13 @@ def _who(policy: ActionPolicy) -> str:
     return ", ".join(names) or "nobody is configured"
 
 
+def approvals_needed(policy: ApprovalPolicy, request: ActionRequest) -> int:
+    """How many different people must approve `request` before it may act: two under a
+    two-person rule, else one. The one definition: `decide` asks this many, and whatever
+    tells people how many are still missing (a chat's "1 of 2") is given this number."""
+    return 2 if policy.for_request(request).two_person else 1
+
+
 def decide(
     request: ActionRequest,
     approver: str,
@@ -91,9 +101,10 @@ def decide(
             "refused", f"you already approved {what}; it needs a different second approver"
         )
     approvers = [*previous, approver]
-    if rule.two_person and len(approvers) < 2:
-        return Decision("need-another", f"{what} needs a second approver", approvers)
-    return Decision("approved", f"{what} approved by {', '.join(approvers)}", approvers)
+    needed = approvals_needed(policy, request)
+    if len(approvers) < needed:
+        return Decision("need-another", f"{what} needs a second approver", approvers, needed)
+    return Decision("approved", f"{what} approved by {', '.join(approvers)}", approvers, needed)
 
 
 def facts_seen(node: NodeFacts) -> dict[str, object]:

@@ -49,6 +49,9 @@ class Outcome:
     message: str
     new_request: ActionRequest | None = None
     """When the node changed: the request that asks again."""
+    approvals_needed: int | None = None
+    """With `need-another`: how many different people the policy asks to approve the
+    request (`bot.remediate.approvals.approvals_needed`), for whoever shows the count."""
 
 
 Notify = Callable[[TimelineEntry], None]
@@ -161,7 +164,9 @@ class Decisions:
             outcome=decision.outcome,
         )
         if decision.outcome == "need-another":
-            return Outcome(request_id, "need-another", decision.reason)
+            return Outcome(
+                request_id, "need-another", decision.reason, approvals_needed=decision.needed
+            )
         self.move(request.incident, IncidentState.APPROVED, approver, decision.reason)
         return Outcome(request_id, "recorded", decision.reason)
 

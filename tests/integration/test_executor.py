@@ -14,6 +14,7 @@ import pytest
 
 from bot.model import Action, IncidentState, TimelineEntry
 from bot.names import MAINTENANCE_TAINT
+from bot.remediate.approvals import approvals_needed
 from bot.remediate.nodes import cordon
 from gpusim.faults import inject
 from gpusim.store import BY_KIND
@@ -73,6 +74,14 @@ def test_a_denied_request_cannot_be_approved_afterwards(rig: Rig) -> None:
     assert rig.executor.execute_approved() == []
     assert rig.executor.deny(request, "carol").status == "duplicate"
     assert not rig.cordoned("gpu-a3")
+
+
+def test_the_answer_to_a_first_vote_of_two_says_how_many_the_policy_asks(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    policy = rig.executor.settings.remediation.approvals
+    first = rig.executor.approve(request, "alice")
+    assert first.status == "need-another"
+    assert first.approvals_needed == approvals_needed(policy, rig.store.request(request)) == 2
 
 
 def test_drain_needs_two_different_approvers(rig: Rig) -> None:

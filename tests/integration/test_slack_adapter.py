@@ -1,7 +1,7 @@
 """The Slack adapter end to end: the Slack Web API double, the simulated cluster through the
 real kubernetes client, a real SqlStore, the real Service and Executor, and the interaction
 endpoint served by uvicorn on 127.0.0.1 — clicks and slash commands signed exactly as Slack
-signs them (`tests/slack_double.py`), never with verification switched off.
+signs them (`tests/helpers/slack_double.py`), never with verification switched off.
 
 Outbox behaviour (outages, 429, restarts) is driven with `deliver_once(now)` and a fake clock
 shared with the double, so no test sleeps through a Retry-After.
@@ -9,6 +9,7 @@ shared with the double, so no test sleeps through a Retry-After.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -50,7 +51,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.pipeline.service import Service
-from bot.remediate.approvals import new_request
+from bot.remediate.approvals import approvals_needed, new_request
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
 from bot.roots.offline import diagnose_snapshot, load_ruleset
@@ -117,18 +118,24 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = ""
 
 class Gate:
     """The Service as the adapter sees it, with a switch that holds approvals (to show the
-    click is answered before the work is done)."""
+    click is answered before the work is done), and one that answers a first vote as a
+    policy asking `needed` people would (no policy in the config can ask three: this shows
+    whose number the adapter prints)."""
 
     def __init__(self, service: Service) -> None:
         self.service = service
         self.store = service.store
         self.executor = service.executor
         self.hold: threading.Event | None = None
+        self.needed: int | None = None
 
     def approve(self, request_id: str, approver: str) -> Outcome:
         if self.hold is not None:
             assert self.hold.wait(10)
-        return self.service.approve(request_id, approver)
+        outcome = self.service.approve(request_id, approver)
+        if self.needed is not None and outcome.status == "need-another":
+            return dataclasses.replace(outcome, approvals_needed=self.needed)
+        return outcome
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
         return self.service.deny(request_id, who, reason)
@@ -311,6 +318,21 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     done = next(i for i, t in enumerate(thread) if t.startswith("drained gpu-a2"))
     assert progress and started < min(progress) and max(progress) < done, thread
     assert thread[max(progress)] == "evicted 2/2", thread
+
+
+def test_the_first_vote_note_counts_to_the_number_the_policy_asks_not_to_a_literal(
+    rig: Rig,
+) -> None:
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    assert approvals_needed(POLICY, drain) == 2
+    rig.gate.needed = 3
+    assert rig.click(ALICE, APPROVE_ACTION, message, drain.id) == 200
+    rig.settle()
+    thread = rig.thread(message)
+    assert "1 of 3 approvals: <@U0ALICE>; needs 2 more approvers" in thread
+    assert not any("of 2 approvals" in line for line in thread), thread
+    assert rig.sim.store.evictions == []
 
 
 def test_the_daily_digest_goes_out_in_a_code_block_so_its_columns_line_up(rig: Rig) -> None:

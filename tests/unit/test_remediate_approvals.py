@@ -13,6 +13,7 @@ from bot.evidence.snapshots import Snapshot
 from bot.model import Action, ClusterFacts
 from bot.remediate.approvals import (
     Vote,
+    approvals_needed,
     decide,
     facts_fingerprint,
     new_request,
@@ -93,6 +94,35 @@ def test_uncordon_despite_the_gate_needs_two(node: Any) -> None:
     )
     request = new_request("r1", Action.UNCORDON, node, "alice", NOW, policy, override_gate=True)
     assert decide(request, "carol", NOW, policy, groups_of).outcome == "need-another"
+
+
+def test_how_many_approvals_a_request_needs_is_what_its_rule_says_and_decide_asks_that_many(
+    node: Any,
+) -> None:
+    # Every rule the other way round from the defaults: a literal 2 anywhere would show.
+    policy = ApprovalPolicy(
+        cordon=ActionPolicy(groups=["gpu-oncall"], two_person=True),
+        drain=ActionPolicy(groups=["gpu-oncall"]),
+        uncordon=ActionPolicy(users=["carol"], two_person=True),
+        force=ActionPolicy(users=["dave", "erin"], two_person=True),
+        uncordon_anyway=ActionPolicy(users=["carol"]),
+    )
+    cases = [
+        (new_request("c", Action.CORDON, node, "carol", NOW, policy), "alice", 2),
+        (new_request("d", Action.DRAIN, node, "carol", NOW, policy), "alice", 1),
+        (new_request("f", Action.DRAIN, node, "carol", NOW, policy, force=True), "dave", 2),
+        (new_request("u", Action.UNCORDON, node, "alice", NOW, policy), "carol", 2),
+        (
+            new_request("g", Action.UNCORDON, node, "alice", NOW, policy, override_gate=True),
+            "carol",
+            1,
+        ),
+    ]
+    for request, approver, needed in cases:
+        assert approvals_needed(policy, request) == needed, request.id
+        first = decide(request, approver, NOW, policy, groups_of)
+        assert first.outcome == ("need-another" if needed == 2 else "approved"), request.id
+        assert first.needed == needed, request.id
 
 
 def test_nobody_may_approve_what_nobody_is_configured_for(node: Any) -> None:

@@ -1,0 +1,273 @@
+"""The outgoing chat: `SlackChat`, the `Chat` port for Slack, which queues every message in the
+store's outbox and returns at once.
+
+Why it exists: nothing the bot says may be lost (DESIGN.md invariant 8), whatever Slack does.
+A message first becomes a row in the outbox, in the pipeline's own transaction rhythm; the
+delivery worker (`_delivering.OutboxDelivery`) sends it when Slack takes it.
+
+Every message of an incident shares the group `incident/<id>`, and the store hands out a
+group's messages in id order, so the message, its thread and its updates arrive in the order
+they were made, after any outage. A thread line or an update names the item it belongs to
+(`refers_to`) instead of a Slack `ts`: the incident's message may not have reached Slack yet
+when its first thread line is queued; the delivery fills in `thread_ts`, `ts` and `channel`
+from that item's result.
+
+Snooze mutes the incident's thread lines in this process (the timeline keeps them);
+approving or denying on the incident ends it (`_buttons`). A replica that did not take the
+click keeps posting: muting is a courtesy, not a guarantee.
+
+What it must never do: send anything to Slack itself (it only calls `Outbox.outbox_put`), or
+decide anything: what it posts is what the pipeline and the engine said.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from slack_sdk.models.blocks import Block, SectionBlock
+
+from bot.chat.blocks import (
+    APPROVE_ACTION,
+    SECTION_TEXT_MAX,
+    decided_blocks,
+    diagnosis_blocks,
+    escape,
+    fallback_text,
+    fit,
+    incident_block,
+    mention,
+    request_blocks,
+)
+from bot.chat.slack._texts import THREAD_TEXT_MAX, for_slack
+from bot.clock import Clock, utcnow
+from bot.model import ActionRequest, Diagnosis, Incident, Lang, OutboxItem
+from bot.ports import Outbox
+
+log = logging.getLogger("gpubot.slack")
+
+
+def message_key(incident: Incident) -> str:
+    """The outbox key (and `chat_ref`) of an incident's message; a reopened incident gets a
+    new message."""
+    base = f"incident/{incident.id}/message"
+    return f"{base}/{incident.reopened}" if incident.reopened else base
+
+
+def group_key(incident_id: str) -> str:
+    return f"incident/{incident_id}"
+
+
+def proposal_key(request_id: str) -> str:
+    return f"request/{request_id}/message"
+
+
+def _blocks_json(blocks: Sequence[Block]) -> list[dict[str, Any]]:
+    return [b.to_dict() for b in blocks]
+
+
+def _request_ids(blocks: object) -> list[str]:
+    """The request ids of the approve buttons in a message's blocks, in order."""
+    found: list[str] = []
+    if not isinstance(blocks, list):
+        return found
+    for block in blocks:
+        if not isinstance(block, dict) or block.get("type") != "actions":
+            continue
+        for element in block.get("elements", []):
+            if isinstance(element, dict) and element.get("action_id") == APPROVE_ACTION:
+                value = element.get("value")
+                if isinstance(value, str) and value not in found:
+                    found.append(value)
+    return found
+
+
+class SlackChat:
+    """The `Chat` port for Slack: every call is queued in the outbox and returns at once.
+
+    Owns, in this process only: which incidents are snoozed until when (`snooze`, `muted`),
+    and a lock that makes each message's decisions (`update_decision`) build on one another.
+    The messages themselves are the outbox's.
+
+    Must never call Slack, nor wait for it: a slow or absent Slack must not slow the pipeline.
+    """
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        channel: str,
+        lang: Lang = Lang.EN,
+        *,
+        clock: Clock = utcnow,
+        on_queued: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`on_queued` is called after each message is queued (the delivery's `wake`)."""
+        self.outbox = outbox
+        self.channel = channel
+        self.lang = lang
+        self.clock = clock
+        self.on_queued = on_queued
+        self._decisions = threading.Lock()
+        self._muted: dict[str, datetime] = {}
+
+    def _put(
+        self,
+        key: str,
+        group: str,
+        method: str,
+        payload: Mapping[str, object],
+        refers_to: str | None = None,
+    ) -> OutboxItem:
+        item = self.outbox.outbox_put(key, group, method, payload, self.clock(), refers_to)
+        self.on_queued()
+        return item
+
+    def _thread_of(self, incident: Incident) -> str:
+        ref = incident.chat_ref
+        return ref if ref and ref.startswith("incident/") else message_key(incident)
+
+    # the port
+
+    def post_diagnosis(
+        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+    ) -> str | None:
+        key = message_key(incident)
+        blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
+        payload = {
+            "channel": self.channel,
+            "text": fallback_text(diagnosis, self.lang),
+            "blocks": _blocks_json(blocks),
+            "unfurl_links": False,
+        }
+        self._put(key, group_key(incident.id), "chat.postMessage", payload)
+        return key
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        """A plain-text line (escaped: pod names cannot smuggle in `<!channel>`)."""
+        self.post_thread_mrkdwn(incident, escape(text))
+
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        if monospace:
+            # A code block: Slack's proportional font would break the digest's columns.
+            body = "```" + fit(escape(text), THREAD_TEXT_MAX - 6, escaped=True) + "```"
+        else:
+            body = fit(escape(text), THREAD_TEXT_MAX, escaped=True)
+        payload = {"channel": self.channel, "text": body}
+        self._put(f"notice/{uuid.uuid4().hex}", "notices", "chat.postMessage", payload)
+
+    # beyond the port
+
+    def post_thread_mrkdwn(self, incident: Incident, mrkdwn: str) -> bool:
+        """A line already in mrkdwn (mentions stay mentions); False when snoozed."""
+        if self.muted(incident.id):
+            return False
+        payload = {"channel": self.channel, "text": fit(mrkdwn, THREAD_TEXT_MAX, escaped=True)}
+        self._put(
+            f"incident/{incident.id}/thread/{uuid.uuid4().hex}",
+            group_key(incident.id),
+            "chat.postMessage",
+            payload,
+            refers_to=self._thread_of(incident),
+        )
+        return True
+
+    def post_proposal(
+        self, request: ActionRequest, incident: Incident | None, *, in_thread: bool = False
+    ) -> str:
+        """A message with one request's buttons (a slash command's, or a request asked again
+        after the node changed): in the channel, or in the incident's thread."""
+        what = f"{request.action.value}{' --force' if request.force else ''} {request.node}"
+        intro = f"🛠 {mention(request.requested_by)} asks to *{escape(what)}*"
+        if incident is not None:
+            intro += f" (incident {escape(incident.id)}: {escape(incident.title)})"
+        blocks: list[Block] = [
+            SectionBlock(block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX))
+        ]
+        blocks.extend(request_blocks(request, self.lang))
+        if incident is not None:
+            blocks.append(incident_block(incident.id, self.lang))
+        payload = {
+            "channel": self.channel,
+            "text": f"{what}: needs an approver",
+            "blocks": _blocks_json(blocks),
+        }
+        key = proposal_key(request.id)
+        group = group_key(incident.id) if incident else f"request/{request.id}"
+        refers = self._thread_of(incident) if incident and in_thread else None
+        self._put(key, group, "chat.postMessage", payload, refers_to=refers)
+        return key
+
+    def _message_holding(
+        self, incident: Incident | None, request: ActionRequest
+    ) -> OutboxItem | None:
+        own = self.outbox.outbox_item(proposal_key(request.id))
+        if own is not None:
+            return own
+        if incident is not None:
+            return self.outbox.outbox_item(self._thread_of(incident))
+        if request.incident is not None:
+            return self.outbox.outbox_item(f"incident/{request.incident}/message")
+        return None
+
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        self.update_decision(incident, old, f"↻ {for_slack(why)}")
+        self.post_proposal(new, incident, in_thread=True)
+
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.update_decision(incident, request, f"⊘ withdrawn: {for_slack(why)}")
+
+    def update_decision(
+        self, incident: Incident | None, request: ActionRequest, decision: str
+    ) -> bool:
+        """Queue a `chat.update` of the message holding `request`: its buttons replaced by
+        `decision` (mrkdwn, e.g. `decision_text(...)`). One decision per request: a second
+        is ignored (the outbox key is the same). False when no message holds it."""
+        message = self._message_holding(incident, request)
+        if message is None:
+            log.warning("no message holds request %s: its decision is not shown", request.id)
+            return False
+        with self._decisions:
+            current = self._current_blocks(message)
+            blocks = decided_blocks(current, decision, request_id=request.id)
+            payload = {"text": message.payload.get("text", ""), "blocks": _blocks_json(blocks)}
+            self._put(
+                f"{message.key}/decision/{request.id}",
+                message.group_key,
+                "chat.update",
+                payload,
+                refers_to=message.key,
+            )
+        return True
+
+    def _current_blocks(self, message: OutboxItem) -> list[dict[str, Any]]:
+        """The message as its latest queued decision left it (each update carries all)."""
+        latest: OutboxItem | None = None
+        for request_id in _request_ids(message.payload.get("blocks")):
+            item = self.outbox.outbox_item(f"{message.key}/decision/{request_id}")
+            if item is not None and (latest is None or item.id > latest.id):
+                latest = item
+        blocks = (latest or message).payload.get("blocks")
+        return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+
+    # snooze: thread lines of the incident are muted (the timeline keeps them)
+
+    def snooze(self, incident_id: str, until: datetime) -> None:
+        self._muted[incident_id] = until
+
+    def unmute(self, incident_id: str) -> None:
+        self._muted.pop(incident_id, None)
+
+    def muted(self, incident_id: str) -> bool:
+        until = self._muted.get(incident_id)
+        if until is None:
+            return False
+        if self.clock() >= until:
+            self._muted.pop(incident_id, None)
+            return False
+        return True

@@ -1,0 +1,256 @@
+"""The incoming side: `SlackInteractions`, one slack-bolt `App` shared by HTTP
+(`POST /slack/events`) and Socket Mode, with every check a request meets before anything is
+acknowledged, and the pool that does the work after.
+
+Why it exists: no request that Slack did not send, or sent before, may change anything
+(DESIGN.md invariant 7). Checks, in this order:
+
+1. (HTTP, in front of bolt) a body over `max_body_bytes` → 413; a body bolt cannot parse →
+   401 when its signature is bad, else 400 (bolt would answer a parse error with a 500).
+2. bolt's `RequestVerification` (always on): `slack_sdk.signature.SignatureVerifier`, a bad
+   signature or a timestamp more than 5 minutes away → 401.
+3. replay (a global bolt middleware, so it sees verified requests only): the same
+   (timestamp, signature) twice → 401. An in-memory TTL set is enough: step 2 refuses
+   anything older than 5 minutes, so only 5 minutes of signatures need remembering, a few
+   kilobytes at Slack's rates. Per replica: a replay sent to another replica passes this
+   check, and then meets the store's once-only vote and execution (invariant 3).
+4. `block_actions`: a click on a button that is not ours → 400, store down → 503
+   (`_buttons.click_problem`).
+
+Then the listener acknowledges at once (bolt's `process_before_response=True`: the ack is
+the HTTP answer, well within Slack's 3 seconds) and hands the work to a small thread pool:
+the engine's decision, the message update, the ephemeral answer (`_buttons`, `_command`).
+Checks 3 and 4 are bolt middleware, so Socket Mode (where Slack authenticates the websocket
+with the app-level token and there is nothing to sign) gets check 4 too.
+
+What it must never do: switch request verification off, not even for tests (they sign as
+Slack signs), or do the work before the ack. It only wires: what a click or a command does
+is `_buttons` and `_command`.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
+from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk import WebClient
+from slack_sdk.signature import SignatureVerifier
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from bot.chat.blocks import ACTION_IDS
+from bot.chat.slack._buttons import click_of, click_problem, handle_click
+from bot.chat.slack._command import handle_command
+from bot.chat.slack._handling import Handling
+from bot.chat.slack._ports import Engine
+from bot.chat.slack._posting import SlackChat
+from bot.clock import Clock, utcnow
+from bot.config import SlackSettings
+from bot.errors import InputError, StoreUnavailable
+from bot.model import Lang
+
+log = logging.getLogger("gpubot.slack")
+
+REPLAY_TTL_S = 5 * 60 + 30
+"""SignatureVerifier's window (5 min either way) and a little clock skew."""
+
+
+class _SeenSignatures:
+    """(timestamp, signature) pairs seen in the last `ttl_s`: a thread-safe TTL set.
+
+    Owns the pairs and when each may be forgotten. Must never forget one before the
+    signature verifier would refuse its timestamp anyway (`REPLAY_TTL_S`), nor grow past
+    what `ttl_s` of requests adds."""
+
+    def __init__(self, ttl_s: float = REPLAY_TTL_S, clock: Callable[[], float] = time.time):
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._seen: set[tuple[str, str]] = set()
+        self._order: deque[tuple[float, tuple[str, str]]] = deque()
+
+    def first_time(self, timestamp: str, signature: str) -> bool:
+        key = (timestamp, signature)
+        with self._lock:
+            now = self.clock()
+            while self._order and self._order[0][0] <= now:
+                self._seen.discard(self._order.popleft()[1])
+            if key in self._seen:
+                return False
+            try:
+                sent_at = float(timestamp)
+            except ValueError:
+                sent_at = now
+            self._seen.add(key)
+            self._order.append((max(now, sent_at) + self.ttl_s, key))
+            return True
+
+
+def _first(headers: Mapping[str, Sequence[str]], name: str) -> str:
+    values = headers.get(name) or [""]
+    return values[0]
+
+
+class SlackInteractions:
+    """Buttons and `/gpubot`, for HTTP (`routes`) and Socket Mode (`SocketModeRunner`).
+
+    Owns the bolt `App` (its signing secret, verification always on, its middleware and
+    listeners), the replay memory of this replica, and the pool that handles acknowledged
+    interactions with the futures still running (`wait_idle`, `close`).
+
+    Must never acknowledge a request that failed a check, nor make Slack wait for the
+    engine: the ack goes first, the work to the pool.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        chat: SlackChat,
+        settings: SlackSettings,
+        *,
+        client: WebClient,
+        lang: Lang = Lang.EN,
+        clock: Clock = utcnow,
+        workers: int = 4,
+    ) -> None:
+        self.engine = engine
+        self.chat = chat
+        self.settings = settings
+        self.client = client
+        self.lang = lang
+        self.clock = clock
+        self._handling = Handling(engine, chat, settings, lang, clock)
+        self._replays = _SeenSignatures()
+        secret = settings.signing_secret.get_secret_value() if settings.signing_secret else None
+        if secret is None and settings.mode == "http":
+            raise InputError("slack.signing_secret", "required in http mode")
+        # Socket Mode has nothing to sign; an unguessable secret keeps the HTTP route shut.
+        self._secret = secret or secrets.token_hex(32)
+        self._verifier = SignatureVerifier(self._secret)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slack-work")
+        self._pending: set[Future[None]] = set()
+        self._pending_lock = threading.Condition()
+        token = settings.bot_token.get_secret_value() if settings.bot_token else None
+
+        def authorize(enterprise_id: str | None, team_id: str | None) -> AuthorizeResult:
+            # One workspace, one token: no auth.test per request, nor when Slack is down.
+            return AuthorizeResult(enterprise_id=enterprise_id, team_id=team_id, bot_token=token)
+
+        # bolt copies this client (base URL, timeout) per request and sets the token that
+        # `authorize` returns; handing it a token as well only earns a warning.
+        template = WebClient(base_url=client.base_url, timeout=client.timeout, retry_handlers=[])
+        self.app = App(
+            name="gpubot",
+            signing_secret=self._secret,
+            client=template,
+            authorize=authorize,
+            process_before_response=True,
+            request_verification_enabled=True,
+            ignoring_self_events_enabled=False,
+        )
+        self.app.use(self._refuse_replays)  # check 3
+        self.app.use(self._refuse_foreign_clicks)  # check 4
+        for action_id in ACTION_IDS:
+            self.app.action(action_id)(self._on_action)
+        self.app.command(settings.command)(self._on_command)
+
+    # -- HTTP: check 1, then bolt ---------------------------------------------------------
+
+    def routes(self, path: str = "/slack/events") -> list[Route]:
+        return [Route(path, self._endpoint, methods=["POST"])]
+
+    async def _endpoint(self, request: Request) -> Response:
+        body = bytearray()
+        try:
+            async for chunk in request.stream():
+                body.extend(chunk)
+                if len(body) > self.settings.max_body_bytes:
+                    return JSONResponse({"error": "request too large"}, status_code=413)
+        except ClientDisconnect:
+            return JSONResponse({"error": "client disconnected"}, status_code=400)
+        raw = bytes(body)
+        try:
+            bolt_request = to_bolt_request(request, raw)
+        except Exception:  # bolt parses before it verifies: sort forged from malformed
+            if not self._verifier.is_valid_request(raw, dict(request.headers)):
+                return JSONResponse({"error": "invalid request"}, status_code=401)
+            return JSONResponse({"error": "malformed body"}, status_code=400)
+        response = await run_in_threadpool(self.app.dispatch, bolt_request)
+        return to_starlette_response(response)
+
+    # -- before the ack: checks 3 and 4 (bolt ran check 2) ----------------------------------
+
+    def _refuse_replays(
+        self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
+    ) -> BoltResponse:
+        """Runs after bolt verified the signature and timestamp (HTTP)."""
+        if req.mode != "socket_mode":
+            timestamp = _first(req.headers, "x-slack-request-timestamp")
+            signature = _first(req.headers, "x-slack-signature")
+            if not self._replays.first_time(timestamp, signature):
+                log.warning("refused a replayed Slack request (timestamp %s)", timestamp)
+                return BoltResponse(status=401, body={"error": "replayed request"})
+        next()
+        return resp
+
+    def _refuse_foreign_clicks(
+        self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
+    ) -> BoltResponse:
+        try:
+            problem = click_problem(self.engine.store, req.body)
+        except StoreUnavailable:
+            return BoltResponse(status=503, body={"error": "store unavailable"})
+        if problem is not None:
+            log.warning("refused a Slack interaction: %s", problem)
+            return BoltResponse(status=400, body={"error": problem})
+        next()
+        return resp
+
+    # -- the ack, then the pool ------------------------------------------------------------
+
+    def _on_action(self, ack: Ack, body: dict[str, Any], respond: Respond) -> None:
+        ack()
+        click = click_of(body)
+        self._submit(lambda: handle_click(self._handling, click, respond))
+
+    def _on_command(self, ack: Ack, command: dict[str, Any], respond: Respond) -> None:
+        ack()
+        user, text = str(command.get("user_id", "")), str(command.get("text", ""))
+        self._submit(lambda: handle_command(self._handling, user, text, respond))
+
+    def _submit(self, work: Callable[[], None]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except Exception:
+                log.exception("handling a Slack interaction failed")
+
+        future = self._pool.submit(run)
+        with self._pending_lock:
+            self._pending.add(future)
+
+        def done(f: Future[None]) -> None:
+            with self._pending_lock:
+                self._pending.discard(f)
+                self._pending_lock.notify_all()
+
+        future.add_done_callback(done)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """True once every acknowledged interaction has been handled (for tests, shutdown)."""
+        with self._pending_lock:
+            return self._pending_lock.wait_for(lambda: not self._pending, timeout_s)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=False)
