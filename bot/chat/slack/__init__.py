@@ -7,8 +7,9 @@ request that Slack did not send, or sent before, changes anything (invariant 7).
 
 What it must never do: decide who may approve, or act. Every click goes to the engine
 (`Engine.approve` / `Engine.deny`, which `bot.pipeline.service.Service` satisfies), and the
-answer the engine gives is what the person sees. It never sends a chat message straight to Slack from
-the pipeline: `SlackChat` only queues (`Outbox.outbox_put`), `OutboxDelivery` sends.
+answer the engine gives is what the person sees. It never sends a chat message straight to
+Slack from the pipeline: `SlackChat` only queues (`Outbox.outbox_put`), `OutboxDelivery`
+sends.
 
 One job per module, each private, behind the names below (the layers, top to bottom, are an
 import-linter contract, `slack-layers` in `.importlinter`):
