@@ -50,6 +50,9 @@ class Thresholds(BaseModel):
     pending_after_s: int = 5 * 60
     long_grace_s: int = 300
     flap_window_s: int = 6 * 3600
+    upgrade_stuck_after_s: int = 2 * 3600
+    """A driver upgrade state the operator normally leaves in minutes, held longer than this,
+    is stuck (the label has no time: see `NodeFacts.upgrade_for_s`)."""
     pool_wide_min_nodes: int = 3
     pool_wide_min_share: float = 0.25
 

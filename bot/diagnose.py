@@ -26,11 +26,25 @@ from bot.model import (
     Signal,
     Stage,
 )
+from bot.rules.commands import fill
 from bot.rules.contexts import cluster_context, node_context, pool_context
 from bot.rules.loading import CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
+
+
+def _replacing_the_driver(node: NodeFacts) -> bool:
+    """A driver pod younger than GPU work still running, that cannot unload the old driver:
+    a driver rollout under way, whatever the upgrade label says (it may still read
+    upgrade-done from the last one, when the rollout bypassed the upgrade controller)."""
+    driver = node.components.get("nvidia-driver-daemonset")
+    if driver is None or driver.gpu_error != "driver-in-use":
+        return False
+    pod = next((p for p in node.pods if p.name == driver.pod), None)
+    return pod is not None and any(
+        p.gpu_request > 0 and p.phase == "Running" and p.age_s > pod.age_s for p in node.pods
+    )
 
 
 def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
@@ -41,6 +55,8 @@ def infer_stage(node: NodeFacts, settings: Settings) -> Stage:
     if node.mig_state in _MIG_IN_PROGRESS:
         return Stage.MIG
     if node.upgrade_state and node.upgrade_state != "upgrade-done":
+        return Stage.UPGRADE
+    if _replacing_the_driver(node):
         return Stage.UPGRADE
     if node.since_reboot_s is not None and node.since_reboot_s < limits.reboot_window_s:
         return Stage.REBOOT
@@ -515,7 +531,7 @@ def _diagnosis(
         proposals = [
             Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)
         ]
-    target = node.name if node else "<node>"
+    namespace = settings.operator_namespaces[0] if settings.operator_namespaces else "default"
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     return Diagnosis(
         rule=spec.id,
@@ -533,7 +549,7 @@ def _diagnosis(
         runbook=[
             RunbookStep(
                 text=step.text(lang),
-                commands=[c.replace("<node>", target) for c in step.commands],
+                commands=[fill(c, node, namespace) for c in step.commands],
             )
             for step in spec.runbook
         ],

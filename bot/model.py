@@ -173,6 +173,17 @@ class GpuFacts(_Frozen):
         return max(self.capacity, self.count_label or 0)
 
 
+class GpuError(_Frozen):
+    """A pod saying something about the GPUs of its node."""
+
+    kind: str
+    """gpu-lost, devices-unhealthy, devices-unavailable, system-not-ready, no-nvidia-runtime,
+    driver-in-use, nvml-failed (`PodFacts.gpu_error`)."""
+    pod: str
+    """namespace/name"""
+    message: str
+
+
 class XidFacts(_Frozen):
     code: int
     gpu: str | None
@@ -202,6 +213,10 @@ class NodeFacts(_Frozen):
     gpu: GpuFacts | None = None
     driver_version: str | None = None
     upgrade_state: str | None = None
+    upgrade_for_s: int | None = None
+    """How long the driver upgrade has been in its current in-progress state, as far as the
+    node shows it (the operator's start-time annotations, or the driver DaemonSet's newer
+    revision already running elsewhere); None when nothing tells."""
     mig_config: str | None = None
     mig_state: str | None = None
     deploy_labels: dict[str, bool] = Field(default_factory=dict)
@@ -214,9 +229,8 @@ class NodeFacts(_Frozen):
     xids: list[XidFacts] = Field(default_factory=list)
     gpu_marker: str | None = None
     """Why this is a GPU node, in words (a label, the instance type, a GPU pod on it)."""
-    gpu_errors: dict[str, list[str]] = Field(default_factory=dict)
-    """GPU failures the node's pods name, by kind (see `PodFacts.gpu_error`): "ns/pod: what
-    it said", a few each."""
+    gpu_errors: list[GpuError] = Field(default_factory=list)
+    """GPU failures the node's pods name (a few of each kind)."""
     gpu_faults: list[str] = Field(default_factory=list)
     """GPU fault alerts firing on the node (ECC double-bit, row remap failure, NVLink, Fabric
     Manager), each as the gate names it."""

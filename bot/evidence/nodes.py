@@ -9,8 +9,9 @@ the rule files' business), or read other nodes (pool facts are `collecting.py`'s
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import GpuNodeMarkers, Settings
@@ -18,6 +19,7 @@ from bot.evidence.pods import COMPONENT_DEPLOY_LABELS, drain_blockers, pod_facts
 from bot.evidence.snapshots import Index, age_s, latest_event
 from bot.kube.objects import (
     Obj,
+    controller_of,
     event_time,
     labels_of,
     meta,
@@ -30,6 +32,7 @@ from bot.kube.objects import (
 )
 from bot.model import (
     ComponentFacts,
+    GpuError,
     GpuFacts,
     NodeFacts,
     PodFacts,
@@ -148,13 +151,21 @@ def _pods_marker(pods: list[PodFacts], gpu_resource: str) -> str | None:
     return None
 
 
-def _gpu_errors(pods: list[PodFacts]) -> dict[str, list[str]]:
-    errors: dict[str, list[str]] = {}
+def _gpu_errors(pods: list[PodFacts]) -> list[GpuError]:
+    """What the pods say about the GPUs, at most five of a kind (a thousand pods rejected at
+    admission say one thing a thousand times)."""
+    errors: list[GpuError] = []
+    count: Counter[str] = Counter()
     for pod in pods:
-        if pod.gpu_error and pod.gpu_error_text:
-            said = errors.setdefault(pod.gpu_error, [])
-            if len(said) < 5:
-                said.append(f"{pod.namespace}/{pod.name}: {pod.gpu_error_text}")
+        if pod.gpu_error and pod.gpu_error_text and count[pod.gpu_error] < 5:
+            count[pod.gpu_error] += 1
+            errors.append(
+                GpuError(
+                    kind=pod.gpu_error,
+                    pod=f"{pod.namespace}/{pod.name}",
+                    message=pod.gpu_error_text,
+                )
+            )
     return errors
 
 
@@ -188,6 +199,43 @@ def _components(pods: list[PodFacts], deploy: Mapping[str, bool]) -> dict[str, C
             deploy_label=deploy.get(deploy_key),
         )
     return components
+
+
+UPGRADE_STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+_UPGRADE_SETTLED = ("upgrade-done", "upgrade-failed")
+# k8s-operator-libs (pkg/upgrade/consts.go) stamps when these two waits began, in Unix seconds.
+_UPGRADE_START_ANNOTATIONS = (
+    "nvidia.com/gpu-driver-upgrade-validation-start-time",
+    "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time",
+)
+
+
+def _upgrade_since(node: Obj, driver_pod: Obj | None, index: Index) -> datetime | None:
+    """When the driver upgrade the node waits in began, as far as the cluster shows it: the
+    operator's own start time, else the first pod of a newer driver DaemonSet revision (the
+    rollout had begun by then), else nothing."""
+    if labels_of(node).get(UPGRADE_STATE_LABEL, "upgrade-done") in _UPGRADE_SETTLED:
+        return None
+    annotations = meta(node).get("annotations") or {}
+    for key in _UPGRADE_START_ANNOTATIONS:
+        value = str(annotations.get(key) or "")
+        if value.isdigit():
+            return datetime.fromtimestamp(int(value), UTC)
+    if driver_pod is None:
+        return None
+    owner = controller_of(driver_pod)
+    revision = labels_of(driver_pod).get("controller-revision-hash")
+    created = parse_time(meta(driver_pod).get("creationTimestamp"))
+    if owner is None or revision is None or created is None:
+        return None
+    newer = [
+        when
+        for pod in index.pods_by_daemonset.get((namespace_of(driver_pod), owner[1]), [])
+        if labels_of(pod).get("controller-revision-hash") not in (None, revision)
+        and (when := parse_time(meta(pod).get("creationTimestamp"))) is not None
+        and when > created
+    ]
+    return min(newer, default=None)
 
 
 def firing_for(node: str, signals: list[Signal]) -> list[Signal]:
@@ -267,7 +315,10 @@ def node_facts(
     xids = xids_of(node_signals)
     mig_config = labels.get("nvidia.com/mig.config")
     mig_state = labels.get("nvidia.com/mig.config.state")
-    upgrade_state = labels.get("nvidia.com/gpu-driver-upgrade-state")
+    upgrade_state = labels.get(UPGRADE_STATE_LABEL)
+    driver = next(
+        (pod for pod, facts in pod_pairs if facts.component == "nvidia-driver-daemonset"), None
+    )
     ready = conditions.get("Ready", "Unknown")
     evictable = [p for p in pods if p.must_leave]
     cordoned_for = age_s(now, cordoned_at)
@@ -304,6 +355,7 @@ def node_facts(
         gpu=gpu,
         driver_version=_driver_version(labels),
         upgrade_state=upgrade_state,
+        upgrade_for_s=age_s(now, _upgrade_since(node, driver, index)),
         mig_config=mig_config,
         mig_state=mig_state,
         deploy_labels=deploy,

@@ -156,8 +156,13 @@ def gpu_error(messages: list[str]) -> tuple[str, str] | None:
     """(kind, the message that says it) for the first GPU failure the messages name."""
     for kind, pattern in GPU_ERRORS:
         for message in messages:
-            if pattern.search(message):
-                return kind, message[:300]
+            found = pattern.search(message)
+            if found:
+                # A log tail holds many lines: the one that says it is the one to show.
+                start = message.rfind("\n", 0, found.start()) + 1
+                end = message.find("\n", found.end())
+                line = message[start : None if end < 0 else end].strip()
+                return kind, line[:300]
     return None
 
 

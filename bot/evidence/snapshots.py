@@ -23,6 +23,7 @@ import yaml
 from bot.errors import InputError
 from bot.kube.objects import (
     Obj,
+    controller_of,
     event_time,
     name_of,
     namespace_of,
@@ -128,14 +129,20 @@ class Index:
     owner_events: list[Obj]
     kill_events_by_host: dict[str, list[Obj]]
     pdbs_by_namespace: dict[str, list[Obj]]
+    pods_by_daemonset: dict[tuple[str, str], list[Obj]]
+    """(namespace, DaemonSet) -> its pods: a rollout's revisions side by side."""
 
     @classmethod
     def build(cls, snapshot: Snapshot) -> Index:
         pods_by_node: dict[str, list[Obj]] = defaultdict(list)
+        pods_by_daemonset: dict[tuple[str, str], list[Obj]] = defaultdict(list)
         for pod in snapshot.pods:
             node = spec_of(pod).get("nodeName")
             if node:
                 pods_by_node[node].append(pod)
+            owner = controller_of(pod)
+            if owner is not None and owner[0] == "DaemonSet":
+                pods_by_daemonset[(namespace_of(pod), owner[1])].append(pod)
         node_events: dict[str, list[Obj]] = defaultdict(list)
         pod_events: dict[tuple[str, str], list[Obj]] = defaultdict(list)
         owner_events: list[Obj] = []
@@ -158,7 +165,9 @@ class Index:
         pdbs: dict[str, list[Obj]] = defaultdict(list)
         for pdb in snapshot.pdbs:
             pdbs[namespace_of(pdb)].append(pdb)
-        return cls(pods_by_node, node_events, pod_events, owner_events, kills, pdbs)
+        return cls(
+            pods_by_node, node_events, pod_events, owner_events, kills, pdbs, pods_by_daemonset
+        )
 
 
 def age_s(now: datetime, then: datetime | None) -> int | None:

@@ -46,11 +46,12 @@ def diagnose_snapshot(
 
 
 def rule_test_files(path: Path) -> list[Path]:
-    """A test file, or every `*.yaml` under `tests/` of a rules directory."""
+    """A test file, or every test file under `tests/` of a rules directory: each `*.yaml`
+    there, and each case folder's `test.yaml` below it (the corpus of real reports)."""
     if path.is_file():
         return [path]
     tests_dir = path / "tests" if (path / "tests").is_dir() else path
-    return sorted(tests_dir.glob("*.yaml"))
+    return sorted(tests_dir.glob("*.yaml")) + sorted(tests_dir.glob("*/*/test.yaml"))
 
 
 def rules_dir_for(test_file: Path, declared: str | None) -> Path:

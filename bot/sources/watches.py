@@ -22,6 +22,7 @@ from typing import Any
 
 from bot.clock import Clock, utcnow
 from bot.errors import GpubotError, TemporaryError, WatchExpired
+from bot.evidence.pods import component_of
 from bot.kube.objects import Obj, labels_of, meta, name_of, namespace_of, spec_of, status_of
 from bot.model import Signal
 from bot.ports import Cluster, Kind
@@ -244,7 +245,9 @@ def slim_node(node: Obj) -> Obj:
 
 def slim_pod(pod: Obj) -> Obj:
     """What pod_signals and requests_gpu read; statuses keep only name, restarts and state."""
-    slim = _pick(pod, *_META, ("spec", "nodeName"), ("status", "phase"))
+    slim = _pick(
+        pod, *_META, ("metadata", "ownerReferences"), ("spec", "nodeName"), ("status", "phase")
+    )
     containers = []
     for container in spec_of(pod).get("containers") or []:
         resources = container.get("resources") or {}
@@ -448,7 +451,13 @@ class KubeSignals:
         self._send(node_signals(old, new, self.clock(), self.gpu_resource))
 
     def _relevant(self, pod: Obj) -> bool:
-        return namespace_of(pod) in self.operator_namespaces or requests_gpu(pod)
+        """GPU components (recognised by what they are, in any namespace), anything in the
+        usual GPU namespaces, and pods requesting GPUs."""
+        return (
+            component_of(pod) is not None
+            or namespace_of(pod) in self.operator_namespaces
+            or requests_gpu(pod)
+        )
 
     def _on_pod(self, old: Obj | None, new: Obj | None) -> None:
         pod = new or old or {}

@@ -23,6 +23,7 @@ REQUIRED = [
     "gpu-operator-component-failing",
     "driver-version-drift",
     "driver-upgrade-failed",
+    "driver-upgrade-stuck",
     "gpu-xid-error",
     "gpu-fell-off-bus",
     "gpu-ecc-error",
@@ -38,6 +39,10 @@ REQUIRED = [
     "evicted-pods-not-rescheduled",
     "pool-wide-failure",
     "node-flapping",
+    # Found in real reports (rules/tests/real): kubelet's device manager out of step with the
+    # plugin, and containers that lost their devices.
+    "gpu-admission-rejected",
+    "gpu-access-lost",
 ]
 # DOMAIN.md's Xid table and the EKS node-repair fatal set.
 XID_CODES = {
