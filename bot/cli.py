@@ -28,7 +28,6 @@ from bot.chat.console import (
 from bot.clock import utcnow
 from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
-from bot.evidence.snapshots import load_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.roots import offline
@@ -138,8 +137,23 @@ def _report_rule_errors(errors: list[GpubotError]) -> None:
 @handles_bad_input
 def diagnose_command(
     snapshot: Annotated[
-        Path, typer.Option("--snapshot", help="kubectl get nodes,pods,events,pdb,ds -A -o json")
+        list[Path],
+        typer.Option(
+            "--snapshot",
+            help="kubectl get nodes,pods,events,pdb,ds -A -o json (or -o yaml; - for stdin), "
+            "or a GPU Operator must-gather folder. Repeat to combine several.",
+        ),
     ],
+    kernel_log: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--kernel-log",
+            help="journalctl -k, dmesg or nvidia-bug-report output of --node: its NVRM Xid lines.",
+        ),
+    ] = None,
+    node: Annotated[
+        str | None, typer.Option("--node", help="The node the --kernel-log files are from.")
+    ] = None,
     alerts: Annotated[
         list[Path] | None,
         typer.Option("--alerts", help="Alertmanager webhook payload (JSON/YAML)."),
@@ -155,12 +169,15 @@ def diagnose_command(
     """Diagnose a cluster snapshot (and alerts) offline."""
     settings = _settings(config)
     language = lang or settings.lang
-    nodes = load_snapshot(snapshot)
-    signals: list[Signal] = []
+    inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
+    for note in inputs.notes:
+        _err.print(f"note: {note}", markup=False)
+    nodes = inputs.snapshot
+    signals = list(inputs.signals)
     for path in alerts or []:
         signals.extend(load_alerts_file(path, settings.node_labels))
     ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or utcnow()
+    moment = now or inputs.collected_at or utcnow()
     if moment.tzinfo is None:
         moment = moment.astimezone()
     result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)

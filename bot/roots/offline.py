@@ -14,7 +14,10 @@ from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
 from bot.errors import InputError
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.snapshots import Snapshot, parse_snapshot
+from bot.evidence.kernel import kernel_signals, read_log_file
+from bot.evidence.mustgather import read_must_gather
+from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
+from bot.kube.objects import Obj
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
 from bot.rules.testing import (
@@ -43,6 +46,49 @@ def diagnose_snapshot(
     signals = resolve_signal_nodes(snapshot, signals)
     facts = collect_facts(snapshot, signals, settings, now)
     return diagnose(facts, signals, rules, settings, lang)
+
+
+@dataclass
+class Inputs:
+    """What `gpubot diagnose` was given, read: one snapshot, the signals, what to say aside."""
+
+    snapshot: Snapshot
+    signals: list[Signal]
+    notes: list[str]
+    """What was skipped or is missing from the inputs (a must-gather's unreadable parts)."""
+    collected_at: datetime | None = None
+    """When the inputs were collected, when they say (a must-gather's bug reports)."""
+
+
+def read_inputs(
+    paths: list[Path], kernel_logs: list[Path], node: str | None, settings: Settings
+) -> Inputs:
+    """Files of kubectl output (JSON or YAML, `-` for stdin), GPU Operator must-gather
+    folders, and kernel logs of one node, as one snapshot with its signals."""
+    if kernel_logs and not node:
+        raise InputError("--kernel-log", "give --node NODE: a kernel log does not name its node")
+    objects: list[Obj] = []
+    signals: list[Signal] = []
+    notes: list[str] = []
+    collected: datetime | None = None
+    for path in paths:
+        if path.is_dir():
+            bundle = read_must_gather(path)
+            objects += bundle.objects
+            signals += bundle.signals
+            notes += [f"{path}: skipped {f}: {why}" for f, why in bundle.skipped]
+            notes += [f"{path}: not known: {what}" for what in bundle.missing]
+            if bundle.collected_at is not None:
+                collected = max(collected or bundle.collected_at, bundle.collected_at)
+        else:
+            objects += read_objects_file(path)
+    for log in kernel_logs:
+        read = read_log_file(log)
+        if read.problem:
+            notes.append(f"{log}: {read.problem}")
+        signals += kernel_signals(read.text, node or "", str(log))
+    where = ", ".join(str(p) for p in paths) or "snapshot"
+    return Inputs(Snapshot.from_items(objects, where), signals, notes, collected)
 
 
 def rule_test_files(path: Path) -> list[Path]:

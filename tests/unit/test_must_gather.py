@@ -385,13 +385,6 @@ def test_xid79_bundle_is_diagnosed_as_a_gpu_off_the_bus_from_its_kernel_log(xid7
     assert kernel_xid79.fingerprint in fell_off.signals
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rules, not readers: device-plugin-crashloop (proposes cordon) and "
-    "gpu-operator-component-failing (dcgm-exporter) in rules/node.yaml are not suppressed_by "
-    "gpu-fell-off-bus, so one lost GPU tells three stories; and rules/xid.yaml has no entry "
-    "for Xid 154 (GPU recovery action changed: Node Reboot Required)",
-)
 def test_xid79_bundle_gives_the_on_call_one_story(xid79: Bundle) -> None:
     by_node = _diagnoses(xid79)
     assert sorted(by_node) == ["gpu-node-2"]
