@@ -132,7 +132,7 @@ class Execution(Protocol):
 
 @dataclass(frozen=True)
 class SplitDeliveries:
-    """What one `Store.split_deliveries` took and stored."""
+    """What one `SignalStore.split_deliveries` took and stored."""
 
     deliveries: int
     signals: list[Signal]  # new to the store, in the order they were delivered
@@ -140,10 +140,9 @@ class SplitDeliveries:
     dropped: int  # deliveries that could not be split
 
 
-class Store(Protocol):
-    """Everything gpubot must not lose or do twice. Each method is one transaction: it
-    happened whole or not at all. Errors: `StoreUnavailable` (down, locked: answer 503 and
-    let the sender retry), `NotFound`, `IllegalTransition`."""
+class SignalStore(Protocol):
+    """What came in: webhook deliveries kept as received, and the signals split from them,
+    each kept once (invariant 8). The webhook and the inbox need nothing else of the store."""
 
     def add_signals(self, signals: Sequence[Signal], received_at: datetime) -> list[bool]:
         """Keeps each signal once (by fingerprint, status and start): True where it was new."""
@@ -171,7 +170,16 @@ class Store(Protocol):
         first; past `limit`, the newest."""
         ...
 
-    def ping(self) -> None: ...
+    def ping(self) -> None:
+        """Raises `StoreUnavailable` when the database does not answer (`/readyz`)."""
+        ...
+
+
+class IncidentStore(Protocol):
+    """Incidents and their timelines: one unresolved incident per (cluster, subject, rule),
+    moved only as `bot.incidents.lifecycle` allows, each move written with its timeline
+    entry. Errors besides `StoreUnavailable`: `NotFound`, `IllegalTransition`,
+    `StateChanged` (someone moved it first: read it again)."""
 
     def record_diagnosis(
         self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
@@ -206,9 +214,19 @@ class Store(Protocol):
 
     def set_chat_ref(self, incident_id: str, chat_ref: str) -> None: ...
 
+    def set_parent(self, incident_id: str, parent_id: str) -> None:
+        """Groups a node incident under its pool-wide incident."""
+        ...
+
     def append(self, entry: TimelineEntry) -> None: ...
 
     def timeline(self, incident_id: str) -> list[TimelineEntry]: ...
+
+
+class ActionStore(Protocol):
+    """Proposed actions, the votes on them and each one's single execution (invariant 3): a
+    request is decided once (executed, denied or withdrawn), whoever asks how often. Errors
+    besides `StoreUnavailable`: `NotFound`."""
 
     def add_request(self, request: ActionRequest) -> None: ...
 
@@ -253,10 +271,6 @@ class Store(Protocol):
 
     def unfinished_executions(self) -> Sequence[Execution]:
         """Claimed but never finished: what a restart must resume or report."""
-        ...
-
-    def set_parent(self, incident_id: str, parent_id: str) -> None:
-        """Groups a node incident under its pool-wide incident."""
         ...
 
     def mark_acting(self, request_id: str, executor: str) -> None:
@@ -343,3 +357,10 @@ class Outbox(Protocol):
     ) -> None: ...
 
     def outbox_pending(self) -> int: ...
+
+
+class Store(SignalStore, IncidentStore, ActionStore, Outbox, Protocol):
+    """Everything gpubot must not lose or do twice: the four parts above, in one database.
+    Each method is one transaction: it happened whole or not at all. Errors:
+    `StoreUnavailable` (down, locked: answer 503 and let the sender retry), and each part's
+    own. A caller that needs one part takes that part's Protocol, not this one."""
