@@ -1,0 +1,292 @@
+"""Proposed actions, the votes on them, and each one's single execution.
+
+Why a part of its own: this is where an approval turns into action, at most once (invariant
+3). A request has one row in `executions`, ever: a claim, a denial and a withdrawal are each
+an INSERT that only the first can make (`insert_execution`), and a stale owner is replaced by
+one conditional UPDATE (`take_over_execution`), so clicks, retries, restarts and replicas
+meet a constraint, never a second drain.
+
+What it must never do: judge a vote (who may approve, how many are needed, whether the node
+changed: `bot.remediate`'s), act on the cluster, or claim a request whose incident is
+resolved (`claim_execution` reads the incident, locked, in the transaction that claims).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from bot.errors import NotFound
+from bot.incidents.lifecycle import withdrawal
+from bot.model import ActionRequest, IncidentState, Vote
+from bot.names import GPUBOT
+from bot.ports import ActionStore, ExecutionOutcome
+from bot.store.database import Part, insert_execution, int_id
+from bot.store.tables import executions, incidents, requests, votes
+
+
+@dataclass(frozen=True)
+class ExecutionRecord:
+    """One row of `executions`: the `Execution` port as the store reads it."""
+
+    request_id: str
+    executor: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: ExecutionOutcome
+    detail: str
+    heartbeat_at: datetime | None = None
+
+
+class SqlActions(Part, ActionStore):
+    """The `action_requests`, `approvals` and `executions` tables.
+
+    Owns: requests as proposed, one vote per person and request, and the one execution row
+    per request with its owner and heartbeat. Never: decides whether the votes suffice or the
+    request has expired (`Decisions` and `Executor` do, from what it returns), nor records a
+    result for an execution that another process has taken over (`finish_execution` with
+    `executor=`, `beat`).
+    """
+
+    def add_request(self, request: ActionRequest) -> None:
+        with self.db.tx() as tx:
+            tx.execute(
+                requests.insert().values(
+                    id=request.id,
+                    incident_id=None if request.incident is None else int_id(request.incident),
+                    node=request.node,
+                    action=request.action.value,
+                    expires_at=request.expires_at,
+                    payload=request.model_dump(mode="json"),
+                )
+            )
+
+    def request(self, request_id: str) -> ActionRequest:
+        with self.db.tx() as tx:
+            payload = tx.scalar(sa.select(requests.c.payload).where(requests.c.id == request_id))
+        if payload is None:
+            raise NotFound(f"no action request {request_id}")
+        return ActionRequest.model_validate(payload)
+
+    def requests(self, incident_id: str) -> list[ActionRequest]:
+        with self.db.tx() as tx:
+            payloads: list[Any] = list(
+                tx.scalars(
+                    sa.select(requests.c.payload)
+                    .where(requests.c.incident_id == int_id(incident_id))
+                    .order_by(requests.c.expires_at)
+                )
+            )
+        return [ActionRequest.model_validate(p) for p in payloads]
+
+    def incidents_waiting_in_vain(self, now: datetime) -> list[str]:
+        """Incidents awaiting approval whose every request has expired undecided (no
+        execution, no denial): one query, however many incidents wait."""
+        live_or_decided = (
+            sa.select(requests.c.incident_id)
+            .where(
+                # NOT IN over a NULL is never true: ad-hoc requests (no incident) stay out.
+                requests.c.incident_id.is_not(None)
+                & (
+                    (requests.c.expires_at > now)
+                    | sa.exists().where(executions.c.request_id == requests.c.id)
+                )
+            )
+            .scalar_subquery()
+        )
+        any_request = sa.exists().where(requests.c.incident_id == incidents.c.id)
+        query = (
+            sa.select(incidents.c.id)
+            .where(
+                (incidents.c.state == IncidentState.AWAITING_APPROVAL.value)
+                & any_request
+                & incidents.c.id.not_in(live_or_decided)
+            )
+            .order_by(incidents.c.id)
+        )
+        with self.db.tx() as tx:
+            found: list[int] = list(tx.scalars(query))
+        return [str(i) for i in found]
+
+    def requests_to_execute(self, now: datetime) -> list[ActionRequest]:
+        """Unexpired requests with at least one vote and no execution yet."""
+        voted = sa.select(votes.c.request_id).where(votes.c.request_id == requests.c.id).exists()
+        executed = (
+            sa.select(executions.c.request_id)
+            .where(executions.c.request_id == requests.c.id)
+            .exists()
+        )
+        query = (
+            sa.select(requests.c.payload)
+            .where((requests.c.expires_at > now) & voted & ~executed)
+            .order_by(requests.c.expires_at)
+        )
+        with self.db.tx() as tx:
+            payloads: list[Any] = list(tx.scalars(query))
+        return [ActionRequest.model_validate(p) for p in payloads]
+
+    def add_vote(self, vote: Vote) -> bool:
+        """One vote per person: a double click meets the unique constraint."""
+        try:
+            with self.db.tx() as tx:
+                tx.execute(
+                    votes.insert().values(
+                        request_id=vote.request_id, approver=vote.approver, at=vote.at
+                    )
+                )
+        except IntegrityError:
+            return False
+        return True
+
+    def votes(self, request_id: str) -> list[Vote]:
+        with self.db.tx() as tx:
+            rows = tx.execute(
+                sa.select(votes).where(votes.c.request_id == request_id).order_by(votes.c.id)
+            ).all()
+        return [Vote(request_id=r.request_id, approver=r.approver, at=r.at) for r in rows]
+
+    def claim_execution(self, request_id: str, executor: str, now: datetime) -> bool:
+        with self.db.tx() as tx:
+            incident_id = tx.scalar(
+                sa.select(requests.c.incident_id).where(requests.c.id == request_id)
+            )
+            if incident_id is not None:
+                # Locked with the claim: a resolve (which withdraws) and a claim never
+                # interleave. A request whose incident was resolved by a gpubot that did not
+                # withdraw yet is withdrawn here instead of claimed.
+                incident = tx.execute(
+                    sa.select(incidents.c.state, incidents.c.resolved_at)
+                    .where(incidents.c.id == incident_id)
+                    .with_for_update()
+                ).one()
+                if incident.state == IncidentState.RESOLVED.value:
+                    detail = withdrawal(str(incident_id), incident.resolved_at or now)
+                    insert_execution(
+                        tx,
+                        request_id,
+                        executor=GPUBOT,
+                        outcome="withdrawn",
+                        detail=detail,
+                        now=now,
+                        finished=True,
+                    )
+                    return False
+            return insert_execution(
+                tx, request_id, executor=executor, outcome="running", detail="", now=now
+            )
+
+    def record_withdrawal(self, request_id: str, detail: str, now: datetime) -> bool:
+        with self.db.tx() as tx:
+            return insert_execution(
+                tx,
+                request_id,
+                executor=GPUBOT,
+                outcome="withdrawn",
+                detail=detail,
+                now=now,
+                finished=True,
+            )
+
+    def finish_execution(
+        self,
+        request_id: str,
+        outcome: ExecutionOutcome,
+        detail: str,
+        now: datetime,
+        executor: str | None = None,
+    ) -> bool:
+        where = executions.c.request_id == request_id
+        if executor is not None:
+            where &= (executions.c.executor == executor) & executions.c.finished_at.is_(None)
+        with self.db.tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(where)
+                .values(outcome=outcome, detail=detail, finished_at=now)
+            )
+        return bool(result.rowcount)
+
+    def mark_acting(self, request_id: str, executor: str) -> None:
+        with self.db.tx() as tx:
+            tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & (executions.c.executor == executor)
+                    & executions.c.finished_at.is_(None)
+                )
+                .values(outcome="acting")
+            )
+
+    def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
+        with self.db.tx() as tx:
+            return insert_execution(
+                tx,
+                request_id,
+                executor=who,
+                outcome="denied",
+                detail=reason,
+                now=now,
+                finished=True,
+            )
+
+    def beat(self, request_id: str, executor: str, now: datetime) -> bool:
+        with self.db.tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & (executions.c.executor == executor)
+                    & executions.c.finished_at.is_(None)
+                )
+                .values(heartbeat_at=now)
+            )
+        return bool(result.rowcount)
+
+    def take_over_execution(
+        self, request_id: str, executor: str, now: datetime, stale_before: datetime
+    ) -> bool:
+        last_sign_of_life = sa.func.coalesce(executions.c.heartbeat_at, executions.c.started_at)
+        with self.db.tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(
+                    (executions.c.request_id == request_id)
+                    & executions.c.finished_at.is_(None)
+                    & ((executions.c.executor == executor) | (last_sign_of_life < stale_before))
+                )
+                .values(executor=executor, heartbeat_at=now)
+            )
+        return bool(result.rowcount)
+
+    def execution(self, request_id: str) -> ExecutionRecord | None:
+        with self.db.tx() as tx:
+            row = tx.execute(
+                sa.select(executions).where(executions.c.request_id == request_id)
+            ).first()
+        return None if row is None else _execution(row)
+
+    def unfinished_executions(self) -> list[ExecutionRecord]:
+        with self.db.tx() as tx:
+            rows = tx.execute(
+                sa.select(executions)
+                .where(executions.c.finished_at.is_(None))
+                .order_by(executions.c.started_at)
+            ).all()
+        return [_execution(r) for r in rows]
+
+
+def _execution(row: sa.Row[Any]) -> ExecutionRecord:
+    return ExecutionRecord(
+        request_id=row.request_id,
+        executor=row.executor,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        outcome=cast(ExecutionOutcome, row.outcome),
+        detail=row.detail,
+        heartbeat_at=row.heartbeat_at,
+    )

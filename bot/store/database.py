@@ -1,0 +1,153 @@
+"""The one database under every part of the store: how it is connected to, how its errors
+become gpubot's, and how a transaction is begun.
+
+Why a module of its own: the parts (`signals`, `incidents`, `outbox`, `actions`) each own
+their tables, but none of them invents a transaction. They all begin one here, have the
+driver's errors translated here, once, keeping the cause, and on SQLite take the same one
+write turn, so splitting the store into parts never gave SQLite a second writer to wait for.
+
+What it must never do: know what a row means (the execution row that a claim and a resolve
+both write, `insert_execution`, is the one exception, and it decides nothing: the caller says
+which outcome), decide policy, or hold a transaction open across a network call or a call
+back into the pipeline (the `split` of `SqlSignals.split_deliveries` runs between two
+transactions, not inside one).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+
+from bot.errors import NotFound, StoreUnavailable
+from bot.ports import ExecutionOutcome
+from bot.store.tables import executions
+
+
+def create_engine(url: str, lock_timeout_s: float) -> Engine:
+    """SQLite with WAL and foreign keys on; a bare `postgresql://` on psycopg 3."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = sa.create_engine(url, connect_args={"timeout": lock_timeout_s})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            # WAL: webhook writes do not block readers (the CLI, the timeline).
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.close()
+
+        return engine
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
+        # psycopg 3 is the driver we ship; a bare postgresql:// would ask for psycopg2.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return sa.create_engine(
+        parsed,
+        pool_pre_ping=True,
+        connect_args={"connect_timeout": max(1, int(lock_timeout_s))},
+    )
+
+
+class Database:
+    """One engine and the way every part of the store uses it.
+
+    Owns: the engine, the URL as shown to people (no password), and SQLite's write turn.
+    Never: holds a connection between calls, retries (a caller that may retry knows it, see
+    `SqlIncidents.record_diagnosis`), or swallows a constraint (`IntegrityError` is the
+    caller's: it is how a lost race is told).
+    """
+
+    def __init__(self, engine: Engine, url_for_humans: str) -> None:
+        self.engine = engine
+        self.url = url_for_humans
+        # SQLite has one writer, and a connection that finds the lock taken sleeps 1, 2, 5,
+        # 10 ms... before it looks again. The webhook's threads take turns here instead, and
+        # each goes the moment the one before commits.
+        self._write_turn: AbstractContextManager[Any] = (
+            threading.Lock() if engine.dialect.name == "sqlite" else nullcontext()
+        )
+
+    @contextmanager
+    def translated(self) -> Iterator[None]:
+        """A database that is down, locked or gone mid-query is `StoreUnavailable`; a
+        constraint is the caller's to handle; anything else is a bug and propagates."""
+        try:
+            yield
+        except IntegrityError:
+            raise
+        except DBAPIError as exc:
+            if isinstance(exc, OperationalError) or exc.connection_invalidated:
+                raise StoreUnavailable(f"store {self.url}: {exc.orig or exc}") from exc
+            raise
+
+    @contextmanager
+    def tx(self) -> Iterator[Connection]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        with self.translated(), self.engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def write_tx(self) -> Iterator[Connection]:
+        """A transaction that writes from its first statement, for the hot paths."""
+        with self._write_turn, self.tx() as connection:
+            yield connection
+
+
+class Part:
+    """What every part of the store is built on: the one `Database` they share. A part
+    keeps no other state, so `SqlStore` can be all of them over one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+
+def insert_execution(
+    tx: Connection,
+    request_id: str,
+    *,
+    executor: str,
+    outcome: ExecutionOutcome,
+    detail: str,
+    now: datetime,
+    finished: bool = False,
+) -> bool:
+    """One execution row inside `tx`, or False when the request already has one: how a
+    claim, a denial and a withdrawal (by `SqlActions`, and by `SqlIncidents.transition` on a
+    resolve) each decide a request at most once."""
+    insert = (
+        postgresql.insert(executions)
+        if tx.dialect.name == "postgresql"
+        else sqlite.insert(executions)
+    )
+    inserted = tx.scalar(
+        insert.values(
+            request_id=request_id,
+            executor=executor,
+            started_at=now,
+            heartbeat_at=None if finished else now,
+            finished_at=now if finished else None,
+            outcome=outcome,
+            detail=detail,
+        )
+        .on_conflict_do_nothing(index_elements=[executions.c.request_id])
+        .returning(executions.c.request_id)
+    )
+    return inserted is not None
+
+
+def int_id(incident_id: str) -> int:
+    """An incident id as the database keeps it; `NotFound` for one that cannot exist."""
+    try:
+        return int(incident_id)
+    except ValueError:
+        raise NotFound(f"no incident {incident_id!r}: incident ids are numbers") from None
