@@ -165,31 +165,17 @@ class SqlActions(Part, ActionStore):
                 ).one()
                 if incident.state == IncidentState.RESOLVED.value:
                     detail = withdrawal(str(incident_id), incident.resolved_at or now)
-                    insert_execution(
-                        tx,
-                        request_id,
-                        executor=GPUBOT,
-                        outcome="withdrawn",
-                        detail=detail,
-                        now=now,
-                        finished=True,
-                    )
+                    insert_execution(tx, request_id, GPUBOT, "withdrawn", detail, now)
                     return False
-            return insert_execution(
-                tx, request_id, executor=executor, outcome="running", detail="", now=now
-            )
+            return insert_execution(tx, request_id, executor, "running", "", now)
 
     def record_withdrawal(self, request_id: str, detail: str, now: datetime) -> bool:
         with self.db.tx() as tx:
-            return insert_execution(
-                tx,
-                request_id,
-                executor=GPUBOT,
-                outcome="withdrawn",
-                detail=detail,
-                now=now,
-                finished=True,
-            )
+            return insert_execution(tx, request_id, GPUBOT, "withdrawn", detail, now)
+
+    def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
+        with self.db.tx() as tx:
+            return insert_execution(tx, request_id, who, "denied", reason, now)
 
     def finish_execution(
         self,
@@ -213,37 +199,13 @@ class SqlActions(Part, ActionStore):
     def mark_acting(self, request_id: str, executor: str) -> None:
         with self.db.tx() as tx:
             tx.execute(
-                executions.update()
-                .where(
-                    (executions.c.request_id == request_id)
-                    & (executions.c.executor == executor)
-                    & executions.c.finished_at.is_(None)
-                )
-                .values(outcome="acting")
-            )
-
-    def record_denial(self, request_id: str, who: str, reason: str, now: datetime) -> bool:
-        with self.db.tx() as tx:
-            return insert_execution(
-                tx,
-                request_id,
-                executor=who,
-                outcome="denied",
-                detail=reason,
-                now=now,
-                finished=True,
+                executions.update().where(_owned_by(request_id, executor)).values(outcome="acting")
             )
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         with self.db.tx() as tx:
             result = tx.execute(
-                executions.update()
-                .where(
-                    (executions.c.request_id == request_id)
-                    & (executions.c.executor == executor)
-                    & executions.c.finished_at.is_(None)
-                )
-                .values(heartbeat_at=now)
+                executions.update().where(_owned_by(request_id, executor)).values(heartbeat_at=now)
             )
         return bool(result.rowcount)
 
@@ -278,6 +240,15 @@ class SqlActions(Part, ActionStore):
                 .order_by(executions.c.started_at)
             ).all()
         return [_execution(r) for r in rows]
+
+
+def _owned_by(request_id: str, executor: str) -> sa.ColumnElement[bool]:
+    """The request's execution, while `executor` owns it and it is unfinished."""
+    return (
+        (executions.c.request_id == request_id)
+        & (executions.c.executor == executor)
+        & executions.c.finished_at.is_(None)
+    )
 
 
 def _execution(row: sa.Row[Any]) -> ExecutionRecord:

@@ -24,8 +24,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.sql.dml import ReturningInsert
 
 from bot.errors import NotFound, StoreUnavailable
 from bot.ports import ExecutionOutcome
@@ -111,26 +112,30 @@ class Part:
         self.db = db
 
 
+def insert_once(table: sa.Table, key: sa.Column[Any], dialect: Dialect) -> ReturningInsert[Any]:
+    """INSERT … ON CONFLICT (`key`) DO NOTHING RETURNING `key`: the key comes back for a row
+    this statement stored and not for one that was there before, so a lost race is an
+    answer, never an `IntegrityError` that would roll back the caller's transaction."""
+    insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)
+    return insert.on_conflict_do_nothing(index_elements=[key]).returning(key)
+
+
 def insert_execution(
     tx: Connection,
     request_id: str,
-    *,
     executor: str,
     outcome: ExecutionOutcome,
     detail: str,
     now: datetime,
-    finished: bool = False,
 ) -> bool:
-    """One execution row inside `tx`, or False when the request already has one: how a
-    claim, a denial and a withdrawal (by `SqlActions`, and by `SqlIncidents.transition` on a
-    resolve) each decide a request at most once."""
-    insert = (
-        postgresql.insert(executions)
-        if tx.dialect.name == "postgresql"
-        else sqlite.insert(executions)
-    )
+    """The request's one execution row, inside `tx`; False when it already has one. Outcome
+    `running` is a claim (unfinished, its heartbeat now); any other (`denied`, `withdrawn`)
+    decides the request without acting, finished in this one INSERT. This is how a claim, a
+    denial and a withdrawal (by `SqlActions`, and by `SqlIncidents.transition` on a resolve)
+    each decide a request at most once."""
+    finished = outcome != "running"
     inserted = tx.scalar(
-        insert.values(
+        insert_once(executions, executions.c.request_id, tx.dialect).values(
             request_id=request_id,
             executor=executor,
             started_at=now,
@@ -139,8 +144,6 @@ def insert_execution(
             outcome=outcome,
             detail=detail,
         )
-        .on_conflict_do_nothing(index_elements=[executions.c.request_id])
-        .returning(executions.c.request_id)
     )
     return inserted is not None
 

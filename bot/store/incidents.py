@@ -120,18 +120,8 @@ class SqlIncidents(Part, IncidentStore):
                         signals=sorted({*recent._mapping["signals"], *diagnosis.signals}),
                     )
                 )
-                _append(
-                    tx,
-                    TimelineEntry(
-                        incident=str(incident_id),
-                        at=now,
-                        actor=GPUBOT,
-                        kind="state",
-                        text=f"fired again within {reopen_window_s // 60} min of its resolve: "
-                        "reopened",
-                        data={"from": "resolved", "to": "open"},
-                    ),
-                )
+                text = f"fired again within {reopen_window_s // 60} min of its resolve: reopened"
+                data: dict[str, object] = {"from": "resolved", "to": "open"}
             else:
                 inserted = tx.execute(
                     incidents.insert().values(
@@ -151,17 +141,12 @@ class SqlIncidents(Part, IncidentStore):
                 ).inserted_primary_key
                 assert inserted is not None
                 incident_id = inserted[0]
-                _append(
-                    tx,
-                    TimelineEntry(
-                        incident=str(incident_id),
-                        at=now,
-                        actor=GPUBOT,
-                        kind="state",
-                        text=f"opened: {diagnosis.title}",
-                        data={"to": "open", "rule": diagnosis.rule},
-                    ),
-                )
+                text = f"opened: {diagnosis.title}"
+                data = {"to": "open", "rule": diagnosis.rule}
+            entry = TimelineEntry(
+                incident=str(incident_id), at=now, actor=GPUBOT, kind="state", text=text, data=data
+            )
+            _append(tx, entry)
             row = tx.execute(sa.select(incidents).where(incidents.c.id == incident_id)).one()
             return _incident(row), True
 
@@ -336,12 +321,4 @@ def _withdraw_undecided(tx: Connection, incident_key: int, detail: str, now: dat
         )
     for row in rows:
         if row.outcome is None:
-            insert_execution(
-                tx,
-                row.id,
-                executor=GPUBOT,
-                outcome="withdrawn",
-                detail=detail,
-                now=now,
-                finished=True,
-            )
+            insert_execution(tx, row.id, GPUBOT, "withdrawn", detail, now)

@@ -19,12 +19,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection
-from sqlalchemy.dialects import postgresql, sqlite
 
 from bot.errors import InputError
 from bot.model import Signal
 from bot.ports import SignalStore, SplitDeliveries
-from bot.store.database import Part
+from bot.store.database import Part, insert_once
 from bot.store.tables import deliveries, signals
 
 log = logging.getLogger("gpubot.store")
@@ -189,21 +188,12 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
         for (signal, received_at), key in zip(new, keys, strict=True)
     ]
     # Two replicas can take the same alert at once, and a batch can repeat one: the unique
-    # key skips the second instead of failing the whole batch with an IntegrityError.
-    stored = set(tx.scalars(_insert_new_signals(tx), rows))
+    # key skips the second instead of failing the whole batch with an IntegrityError. One
+    # statement run as executemany: SQLAlchemy batches it into multi-row INSERTs with
+    # RETURNING itself, without compiling a statement per webhook.
+    stored = set(tx.scalars(insert_once(signals, signals.c.dedup_key, tx.dialect), rows))
     fresh = []
     for key in keys:
         fresh.append(key in stored)
         stored.discard(key)
     return fresh
-
-
-def _insert_new_signals(tx: Connection) -> Any:
-    """One cached statement run as executemany: SQLAlchemy batches it into multi-row
-    INSERTs with RETURNING itself, without compiling a statement per webhook."""
-    insert = (
-        postgresql.insert(signals) if tx.dialect.name == "postgresql" else sqlite.insert(signals)
-    )
-    return insert.on_conflict_do_nothing(index_elements=[signals.c.dedup_key]).returning(
-        signals.c.dedup_key
-    )
