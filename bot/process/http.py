@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute, Route
 
 from bot.clock import Clock, utcnow
 from bot.errors import InputError, StoreUnavailable
-from bot.ports import Store
+from bot.ports import SignalStore
 from bot.process.telemetry import Telemetry
 from bot.sources.alertmanager.endpoint import Webhook, WebSettings
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def build_app(
-    store: Store,
+    store: SignalStore,
     settings: WebSettings,
     on_delivery: Callable[[], None],
     ready: Callable[[], bool] = lambda: True,

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.config import Settings
 from bot.errors import InputError, StoreUnavailable
-from bot.ports import Store
+from bot.ports import SignalStore
 from bot.process.telemetry import Telemetry
 from bot.sources.alertmanager.payloads import WebhookPayload, node_from_labels, parse_webhook
 from bot.sources.alertmanager.writer import DeliveryWriter
@@ -98,7 +98,7 @@ class Webhook:
 
     def __init__(
         self,
-        store: Store,
+        store: SignalStore,
         settings: WebSettings,
         on_delivery: Callable[[], None],
         metrics: Telemetry,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from bot.errors import InputError
 from bot.model import Signal
-from bot.ports import Store
+from bot.ports import SignalStore
 from bot.process.telemetry import Telemetry
 from bot.sources.alertmanager.payloads import signals_from_body
 
@@ -26,7 +26,7 @@ SPLIT_BATCH = 20
 
 class Inbox:
     def __init__(
-        self, store: Store, node_labels: Sequence[str], telemetry: Telemetry | None = None
+        self, store: SignalStore, node_labels: Sequence[str], telemetry: Telemetry | None = None
     ) -> None:
         self.store = store
         self.node_labels = list(node_labels)

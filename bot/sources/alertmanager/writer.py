@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.ports import Store
+from bot.ports import SignalStore
 
 # An idle writer thread ends, and the next delivery starts another: apps built and dropped
 # (tests build hundreds) leave no thread behind.
@@ -34,7 +34,7 @@ class _Waiting:
 
 
 class DeliveryWriter:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SignalStore) -> None:
         self.store = store
         self._waiting: queue.SimpleQueue[_Waiting] = queue.SimpleQueue()
         self._lock = threading.Lock()
