@@ -244,7 +244,7 @@ class Ours:
             clock=lambda: datetime.now(UTC),
         )
         now = datetime.now(UTC)
-        incident, _ = store.record_diagnosis("bench", diagnosis(), now, 3600)
+        incident = store.record_diagnosis("bench", diagnosis(), now, 3600).incident
         store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", now)
         return cls(server, cluster, store, executor, incident.id)
 

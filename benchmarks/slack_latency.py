@@ -69,7 +69,7 @@ def incidents(store: SqlStore, diagnosis: Diagnosis, count: int, run: str) -> li
     made = []
     for n in range(count):
         d = diagnosis.model_copy(update={"node": f"gpu-{run}-{n}"})
-        made.append(store.record_diagnosis(run, d, datetime.now(UTC), 3600)[0])
+        made.append(store.record_diagnosis(run, d, datetime.now(UTC), 3600).incident)
     return made
 
 

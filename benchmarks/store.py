@@ -79,7 +79,7 @@ def ours(url: str, batch: list[list[Signal]], incidents: int) -> tuple[float, fl
     try:
         stored = timed(lambda: [store.add_signals(b, NOW) for b in batch])
         opened = [
-            store.record_diagnosis("bench", diagnosis(f"gpu-{i:04d}", "f0"), NOW, 3600)[0]
+            store.record_diagnosis("bench", diagnosis(f"gpu-{i:04d}", "f0"), NOW, 3600).incident
             for i in range(incidents)
         ]
 

@@ -50,6 +50,12 @@ class Thresholds(BaseModel):
     pending_after_s: int = 5 * 60
     long_grace_s: int = 300
     flap_window_s: int = 6 * 3600
+    """A problem back within this long of its resolve reopens the same incident and thread."""
+    settle_s: int = 45
+    """How long the proposals of a rule that `settles` are held: the alert that says why a GPU
+    went missing arrives seconds after the watch saw it go (Alertmanager's group_wait)."""
+    resolve_after_s: int = 120
+    """A symptom must stay away this long before its incident resolves (hysteresis)."""
     upgrade_stuck_after_s: int = 2 * 3600
     """A driver upgrade state the operator normally leaves in minutes, held longer than this,
     is stuck (the label has no time: see `NodeFacts.upgrade_for_s`)."""

@@ -293,6 +293,13 @@ class ClusterFacts(_Frozen):
     offered_resources: list[str]
 
 
+def subject(node: str | None, pool: str | None) -> str:
+    """What an incident is about: its node, else `pool:NAME`, else `cluster`."""
+    if node:
+        return node
+    return f"pool:{pool}" if pool else "cluster"
+
+
 class Questions(_Frozen):
     """The runbook's four questions, answered from the facts."""
 
@@ -335,6 +342,11 @@ class Diagnosis(_Frozen):
     lang: Lang
     signals: list[str] = Field(default_factory=list)
     """Fingerprints of the signals this diagnosis explains."""
+
+    @property
+    def subject(self) -> str:
+        """What its incident is about: the node, `pool:NAME`, or `cluster`."""
+        return subject(self.node, self.pool)
 
 
 class ActionRequest(_Frozen):
@@ -383,7 +395,8 @@ class IncidentState(StrEnum):
 
 
 class Incident(_Frozen):
-    """One problem on one subject: signals grouped by (cluster, node, rule)."""
+    """One problem on one subject, for its whole life: its rule is the best diagnosis of it
+    so far (a better one supersedes it in place)."""
 
     id: str
     cluster: str
@@ -403,6 +416,30 @@ class Incident(_Frozen):
     """The pool-wide incident this node incident belongs to."""
     chat_ref: str | None = None
     """Where its message lives in the chat (e.g. Slack `channel/ts`), for threads and updates."""
+    held_until: datetime | None = None
+    """Its proposals are held until then: a better-informed diagnosis may follow."""
+
+    @property
+    def subject(self) -> str:
+        """The node, `pool:NAME`, or `cluster` (its diagnoses' `subject`)."""
+        return subject(self.node, self.pool)
+
+    absent_since: datetime | None = None
+    """Its symptom has not been seen since then; it resolves once that is long enough."""
+
+
+RecordChange = Literal["new", "reopened", "updated", "superseded"]
+
+
+class Recorded(_Frozen):
+    """What recording a diagnosis did to its incident."""
+
+    incident: Incident
+    change: RecordChange
+    """new; reopened (came back within the reopen window: the same incident and thread);
+    updated (the same story seen again); superseded (a better diagnosis of the same problem
+    replaced the incident's rule: `replaced` says which)."""
+    replaced: str | None = None
 
 
 TimelineKind = Literal[

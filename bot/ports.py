@@ -17,6 +17,7 @@ from bot.model import (
     Incident,
     IncidentState,
     OutboxItem,
+    Recorded,
     Signal,
     TimelineEntry,
     Vote,
@@ -182,11 +183,28 @@ class IncidentStore(Protocol):
     `StateChanged` (someone moved it first: read it again)."""
 
     def record_diagnosis(
-        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
-    ) -> tuple[Incident, bool]:
-        """The incident for (cluster, node, rule): the open one, a resolved one reopened
-        within the window, or a new one; True when it is new or reopened."""
+        self,
+        cluster: str,
+        diagnosis: Diagnosis,
+        now: datetime,
+        reopen_window_s: int,
+        replaces: Sequence[str] = (),
+    ) -> Recorded:
+        """The incident for (cluster, subject, rule): the open one (updated), an open one of a
+        rule in `replaces` (the less specific stories this diagnosis explains: superseded in
+        place, its undecided requests withdrawn), a resolved one reopened within the window,
+        or a new one. Seeing the symptom clears the incident's absence."""
         ...
+
+    def hold(self, incident_id: str, until: datetime | None) -> None:
+        """Hold (or release, with None) the incident's proposals until `until`."""
+        ...
+
+    def mark_absent(self, incident_id: str, since: datetime) -> Incident:
+        """The symptom was not seen; keeps the earliest `since` of an absence."""
+        ...
+
+    def mark_present(self, incident_id: str) -> None: ...
 
     def incident(self, incident_id: str) -> Incident: ...
 
@@ -322,6 +340,18 @@ class Chat(Protocol):
         `why` instead), and `new` needs approving (its own buttons)."""
         ...
 
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        """The incident's message now tells `diagnosis`, with `requests`' buttons (a better
+        diagnosis superseded the first, the problem came back, held proposals were released);
+        `note` says why, in its thread."""
+        ...
+
     def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
         """`request` will never act (its incident resolved or was superseded): its buttons
         go, `why` instead."""
@@ -347,6 +377,10 @@ class Outbox(Protocol):
     ) -> OutboxItem: ...
 
     def outbox_item(self, key: str) -> OutboxItem | None: ...
+
+    def outbox_latest_update(self, key: str) -> OutboxItem | None:
+        """The last `chat.update` queued for the message `key`, if any."""
+        ...
 
     def outbox_due(self, now: datetime, limit: int = 50) -> list[OutboxItem]: ...
 

@@ -256,6 +256,18 @@ class ConsoleChat:
         self.console.print(Text(f"{prefix}{why}"))
         self.console.print(render_request(new))
 
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        self.console.print(Text(f"  [incident {incident.id}] {note}", style="bold"))
+        self.console.print(render_panel(diagnosis, EVIDENCE_SHOWN))
+        for request in requests:
+            self.console.print(render_request(request))
+
     def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
         self.console.print(
             Text(f"  [incident {incident.id}] request {request.id} withdrawn: {why}")

@@ -10,21 +10,23 @@ from bot.model import IncidentState as S
 
 TRANSITIONS: dict[S, frozenset[S]] = {
     S.OPEN: frozenset({S.DIAGNOSED, S.RESOLVED}),
-    S.DIAGNOSED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
-    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED}),
+    S.DIAGNOSED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.OPEN}),
+    S.AWAITING_APPROVAL: frozenset({S.APPROVED, S.DENIED, S.EXPIRED, S.RESOLVED, S.OPEN}),
     # Approved but the node changed before acting: the executor asks again. Approved but not
     # yet acting when the problem went away (or a better diagnosis took over): resolved, and
     # the approval withdrawn with it (the store refuses this while an execution runs).
-    S.APPROVED: frozenset({S.EXECUTING, S.AWAITING_APPROVAL, S.EXPIRED, S.RESOLVED}),
+    S.APPROVED: frozenset({S.EXECUTING, S.AWAITING_APPROVAL, S.EXPIRED, S.RESOLVED, S.OPEN}),
     S.EXECUTING: frozenset({S.SUCCEEDED, S.FAILED}),
     # After a drain comes the repair, the health gate and an uncordon: another approval.
-    S.SUCCEEDED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
-    S.FAILED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
-    S.DENIED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
-    S.EXPIRED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED}),
+    S.SUCCEEDED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.OPEN}),
+    S.FAILED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.OPEN}),
+    S.DENIED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.OPEN}),
+    S.EXPIRED: frozenset({S.AWAITING_APPROVAL, S.RESOLVED, S.OPEN}),
     # Firing again after a resolve, within the reopen window.
     S.RESOLVED: frozenset({S.OPEN}),
 }
+"""Back to OPEN from a live state: a better diagnosis of the same problem superseded the
+incident's rule in place (its undecided requests withdrawn), and its story starts again."""
 
 
 class IllegalTransition(GpubotError):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from bot.clock import Clock
 from bot.config import Settings
@@ -25,7 +25,17 @@ from bot.evidence.collecting import collect_facts, resolve_signal_nodes
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.objects import Obj, meta, name_of
-from bot.model import Diagnosis, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
+from bot.model import (
+    ActionRequest,
+    ClusterFacts,
+    Diagnosis,
+    Incident,
+    IncidentState,
+    NodeFacts,
+    Recorded,
+    Signal,
+    TimelineEntry,
+)
 from bot.names import GPUBOT
 from bot.ports import Chat, Cluster, Store
 from bot.process.telemetry import Telemetry
@@ -160,49 +170,147 @@ class DiagnosisPass:
         diagnoses = diagnose(
             facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
         ).diagnoses
-        opened = []
+        open_here = self._open_by_subject()
+        opened: list[Incident] = []
         recorded: list[tuple[Diagnosis, Incident]] = []
+        seen: set[str] = set()
         for found in diagnoses:
             if self.evidence is not None and found.node:
                 found = found.model_copy(
                     update={"evidence": [*found.evidence, *self.evidence(found.node)]}
                 )
-            incident, new = self.store.record_diagnosis(
-                self.settings.cluster, found, now, self.settings.thresholds.flap_window_s
-            )
-            recorded.append((found, incident))
-            if not new:
+            keeper = self._telling_it_better(open_here.get(found.subject, []), found.rule)
+            if keeper is not None:
+                seen.add(keeper.id)  # the problem is still there; its incident tells it better
                 continue
-            opened.append(incident)
-            self.store.append(
-                TimelineEntry(
-                    incident=incident.id,
-                    at=now,
-                    actor=GPUBOT,
-                    kind="diagnosis",
-                    text=f"{found.title}: {found.summary}",
-                    data={
-                        "rule": found.rule,
-                        "stage": found.stage.value,
-                        "evidence": found.evidence,
-                    },
-                )
+            result = self.store.record_diagnosis(
+                self.settings.cluster,
+                found,
+                now,
+                self.settings.thresholds.flap_window_s,
+                replaces=sorted(self.rules.replaces(found.rule)),
             )
-            requests = self.executor.propose(incident.id, found, facts)
-            if not requests:
-                self.store.transition(incident.id, IncidentState.DIAGNOSED, GPUBOT, now)
-            ref = self.chat.post_diagnosis(self.store.incident(incident.id), found, requests)
-            if self.telemetry is not None:
-                self.telemetry.diagnoses_posted.inc()
-            if ref:
-                self.store.set_chat_ref(incident.id, ref)
-            self.on_diagnosis(incident, found)
+            seen.add(result.incident.id)
+            recorded.append((found, result.incident))
+            if result.change == "updated":
+                self._release_if_due(result.incident, found, facts, now)
+                continue
+            opened.append(result.incident)
+            self._tell(result, found, facts, now)
         self._group_under_pools(recorded, facts.nodes)
-        still = {(d.rule, d.node or d.pool) for d in diagnoses}
-        self._resolve_gone(batch, still, facts.nodes, now, scope)
+        self._resolve_gone(batch, seen, facts.nodes, now, scope)
         if self.telemetry is not None:
             self.telemetry.incidents_open.set(self.store.count_incidents(OPEN))
         return opened
+
+    def _open_by_subject(self) -> dict[str, list[Incident]]:
+        found: dict[str, list[Incident]] = {}
+        for incident in self.store.incidents(states=OPEN):
+            if incident.cluster == self.settings.cluster:
+                found.setdefault(incident.subject, []).append(incident)
+        return found
+
+    def _telling_it_better(self, open_here: Sequence[Incident], rule: str) -> Incident | None:
+        """An open incident on the subject that already tells `rule`'s problem (better, or
+        from another angle): the diagnosis is that incident's, not a new one."""
+        if any(i.rule == rule for i in open_here):
+            return None
+        better = self.rules.explained_by(rule) | self.rules.same_problem(rule)
+        return next((i for i in open_here if i.rule in better), None)
+
+    def _tell(self, result: Recorded, found: Diagnosis, facts: ClusterFacts, now: datetime) -> None:
+        """A new, reopened or superseded incident: its diagnosis in the timeline, its proposals
+        (or held, when a better diagnosis is likely to follow), its message posted or
+        revised in place (the same thread for its whole life)."""
+        incident = result.incident
+        self.store.append(
+            TimelineEntry(
+                incident=incident.id,
+                at=now,
+                actor=GPUBOT,
+                kind="diagnosis",
+                text=f"{found.title}: {found.summary}",
+                data={
+                    "rule": found.rule,
+                    "stage": found.stage.value,
+                    "evidence": found.evidence,
+                    "change": result.change,
+                },
+            )
+        )
+        spec = self.rules.spec(found.rule)
+        settle_s = self.settings.thresholds.settle_s
+        held = spec is not None and spec.settles and settle_s > 0 and result.change != "superseded"
+        requests = []
+        if held:
+            self.store.hold(incident.id, now + timedelta(seconds=settle_s))
+        else:
+            requests = self.executor.propose(incident.id, found, facts)
+        if not requests:
+            self._settle_state(incident.id, now)
+        incident = self.store.incident(incident.id)
+        if result.change == "new":
+            ref = self.chat.post_diagnosis(incident, found, requests)
+            if ref:
+                self.store.set_chat_ref(incident.id, ref)
+        else:
+            for request in self._withdrawn_now(incident.id, now):
+                self.chat.withdraw(incident, request, f"superseded by {found.rule}")
+            if result.change == "superseded":
+                note = (
+                    f"a better diagnosis of the same problem: {result.replaced} → {found.rule} "
+                    f"({found.title}); the earlier proposals are withdrawn"
+                )
+            else:
+                note = f"came back (reopened {incident.reopened}×): {found.title}"
+            self.chat.revise_diagnosis(incident, found, requests, note)
+        if held and incident.held_until is not None:
+            self.chat.post_thread(
+                incident,
+                f"proposals held until {incident.held_until:%H:%M:%S} UTC: the alert that says "
+                f"why usually follows within {settle_s} s; if nothing better comes, they are "
+                "proposed then",
+            )
+        if self.telemetry is not None:
+            self.telemetry.diagnoses_posted.inc()
+        self.on_diagnosis(incident, found)
+
+    def _settle_state(self, incident_id: str, now: datetime) -> None:
+        """No proposal (now): the incident is diagnosed, not waiting for anyone."""
+        incident = self.store.incident(incident_id)
+        if incident.state is IncidentState.OPEN:
+            self.store.transition(incident_id, IncidentState.DIAGNOSED, GPUBOT, now)
+
+    def _withdrawn_now(self, incident_id: str, now: datetime) -> list[ActionRequest]:
+        withdrawn = []
+        for request in self.store.requests(incident_id):
+            execution = self.store.execution(request.id)
+            if (
+                execution is not None
+                and execution.outcome == "withdrawn"
+                and execution.finished_at == now
+            ):
+                withdrawn.append(request)
+        return withdrawn
+
+    def _release_if_due(
+        self, incident: Incident, found: Diagnosis, facts: ClusterFacts, now: datetime
+    ) -> None:
+        """Held proposals whose settle window passed with no better diagnosis: proposed now."""
+        if incident.held_until is None or now < incident.held_until:
+            return
+        self.store.hold(incident.id, None)
+        if any(self.store.execution(r.id) is None for r in self.store.requests(incident.id)):
+            return  # proposed meanwhile (another replica)
+        requests = self.executor.propose(incident.id, found, facts)
+        if requests:
+            self.chat.revise_diagnosis(
+                self.store.incident(incident.id),
+                found,
+                requests,
+                f"no better diagnosis came within {self.settings.thresholds.settle_s} s: "
+                "proposing now",
+            )
 
     def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
         """Signals split during a pass that the pass does not cover (a node outside its scope)
@@ -276,21 +384,26 @@ class DiagnosisPass:
     def _resolve_gone(
         self,
         batch: Sequence[Signal],
-        still: set[tuple[str, str | None]],
+        seen: set[str],
         nodes: Mapping[str, NodeFacts],
         now: datetime,
         scope: frozenset[str] | None = None,
     ) -> None:
-        """Incidents whose rule no longer matches their subject are over — unless gpubot
-        acted on the node and it is still out of service: then the loop ends with the
+        """Incidents whose problem was not seen in this pass are absent from now; once their
+        symptom has stayed away for `thresholds.resolve_after_s` they are over (a problem
+        that comes and goes is one incident, not a resolve and a reopen each pass) — unless
+        gpubot acted on the node and it is still out of service: then the loop ends with the
         health gate and an uncordon, not with silence."""
         resolved_on = {s.node for s in batch if s.status == "resolved"}
+        after = timedelta(seconds=self.settings.thresholds.resolve_after_s)
         for incident in self.store.incidents(states=_SELF_RESOLVING):
             if incident.cluster != self.settings.cluster:
                 continue
             if scope is not None and incident.node not in scope:
                 continue  # not looked at in this pass
-            if (incident.rule, incident.node or incident.pool) in still:
+            if incident.id in seen:
+                if incident.absent_since is not None:
+                    self.store.mark_present(incident.id)
                 if incident.node in resolved_on:
                     self.store.append(
                         TimelineEntry(
@@ -306,27 +419,16 @@ class DiagnosisPass:
             node = nodes.get(incident.node or "")
             if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
                 continue
-            successor = next(
-                (
-                    other
-                    for other in self.store.incidents(node=incident.node, states=OPEN)
-                    if incident.node
-                    and other.id != incident.id
-                    and (other.rule, other.node) in still
-                ),
-                None,
-            )
+            absent = self.store.mark_absent(incident.id, now)
+            since = absent.absent_since or now
+            if now - since < after:
+                continue
             try:
-                if successor is not None:
-                    # The rules now tell a better story for this node (e.g. an Xid 79 alert
-                    # arrived for the GPU count that dropped): one incident, not two.
-                    self.resolve(
-                        incident.id,
-                        f"superseded by incident {successor.id} ({successor.rule})",
-                        summary=False,
-                    )
-                    continue
-                self.resolve(incident.id, f"{incident.rule} no longer matches: the symptom is gone")
+                self.resolve(
+                    incident.id,
+                    f"{incident.rule} no longer matches: the symptom has been gone since "
+                    f"{since:%H:%M:%S} UTC",
+                )
             except StateChanged:
                 continue  # its approval started acting meanwhile: the action's end decides
 

@@ -160,9 +160,9 @@ def run(
             new = [d for d in found if (d.rule, d.node) not in shown]
             shown.update((d.rule, d.node) for d in found)
             for d in new:
-                incident, _ = records.record_diagnosis(
+                incident = records.record_diagnosis(
                     settings.cluster, d, utcnow(), settings.thresholds.flap_window_s
-                )
+                ).incident
                 records.append(
                     TimelineEntry(
                         incident=incident.id,

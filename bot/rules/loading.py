@@ -42,6 +42,27 @@ class RuleSet:
     errors: list[RuleError] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
 
+    def spec(self, rule_id: str) -> Rule | None:
+        return next((r.spec for r in self.rules if r.spec.id == rule_id), None)
+
+    def replaces(self, rule_id: str) -> set[str]:
+        """The rules whose open incident a diagnosis of `rule_id` takes over: those it
+        explains better (their `suppressed_by` names it) and those of the same problem."""
+        found = {r.spec.id for r in self.rules if rule_id in r.spec.suppressed_by}
+        return (found | self.same_problem(rule_id)) - {rule_id}
+
+    def same_problem(self, rule_id: str) -> set[str]:
+        """Rules telling the same problem as `rule_id` from another angle (both directions)."""
+        found = {r.spec.id for r in self.rules if rule_id in r.spec.same_problem_as}
+        spec = self.spec(rule_id)
+        return (found | set(spec.same_problem_as if spec else ())) - {rule_id}
+
+    def explained_by(self, rule_id: str) -> set[str]:
+        """The rules that tell `rule_id`'s problem better: while an incident of one is open on
+        a subject, a diagnosis of `rule_id` there is that incident's, not a new one."""
+        spec = self.spec(rule_id)
+        return set(spec.suppressed_by) if spec is not None else set()
+
 
 def rule_files(path: Path) -> list[Path]:
     if path.is_dir():

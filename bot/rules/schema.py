@@ -80,7 +80,14 @@ class Rule(_Strict):
     expected: ExpectedSpec | None = None
     suppressed_by: list[str] = Field(default_factory=list)
     """Rule ids that explain this symptom better: when one fires on the same subject, this
-    rule's diagnosis is dropped (e.g. capacity short after Xid 79 is the fell-off-bus story)."""
+    rule's diagnosis is dropped (e.g. capacity short after Xid 79 is the fell-off-bus story),
+    and an open incident of this rule is superseded in place by theirs."""
+    same_problem_as: list[str] = Field(default_factory=list)
+    """Rule ids that tell the same problem from another angle (a pending pod, with or without
+    an eviction behind it): an open incident of one carries on as the other."""
+    settles: bool = False
+    """A better-informed diagnosis often follows this one (the watch sees the lost GPU before
+    the alert saying why arrives): its proposals are held for `thresholds.settle_s`."""
     evidence: list[str] = Field(default_factory=list)
     """CEL expressions, each giving a string or a list of strings."""
     blockers: str | None = None

@@ -27,6 +27,8 @@ from bot.model import (
     Diagnosis,
     Incident,
     IncidentState,
+    RecordChange,
+    Recorded,
     TimelineEntry,
     TimelineKind,
 )
@@ -34,13 +36,6 @@ from bot.names import GPUBOT
 from bot.ports import IncidentStore
 from bot.store.database import Part, insert_execution, int_id
 from bot.store.tables import executions, incidents, requests, timeline
-
-
-def subject_of(diagnosis: Diagnosis) -> str:
-    """What an incident is about: its node, `pool:NAME`, or `cluster`."""
-    if diagnosis.node:
-        return diagnosis.node
-    return f"pool:{diagnosis.pool}" if diagnosis.pool else "cluster"
 
 
 class SqlIncidents(Part, IncidentStore):
@@ -54,26 +49,40 @@ class SqlIncidents(Part, IncidentStore):
     """
 
     def record_diagnosis(
-        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
-    ) -> tuple[Incident, bool]:
+        self,
+        cluster: str,
+        diagnosis: Diagnosis,
+        now: datetime,
+        reopen_window_s: int,
+        replaces: Sequence[str] = (),
+    ) -> Recorded:
         for _attempt in range(3):
             try:
-                return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s)
+                return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s, replaces)
             except IntegrityError:
                 # Another replica opened the same incident a moment ago: use theirs.
                 continue
-        return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s)
+        return self._record_diagnosis(cluster, diagnosis, now, reopen_window_s, replaces)
 
     def _record_diagnosis(
-        self, cluster: str, diagnosis: Diagnosis, now: datetime, reopen_window_s: int
-    ) -> tuple[Incident, bool]:
-        subject = subject_of(diagnosis)
-        same = (
-            (incidents.c.cluster == cluster)
-            & (incidents.c.subject == subject)
-            & (incidents.c.rule == diagnosis.rule)
-        )
+        self,
+        cluster: str,
+        diagnosis: Diagnosis,
+        now: datetime,
+        reopen_window_s: int,
+        replaces: Sequence[str],
+    ) -> Recorded:
+        subject = diagnosis.subject
+        here = (incidents.c.cluster == cluster) & (incidents.c.subject == subject)
+        same = here & (incidents.c.rule == diagnosis.rule)
         payload = diagnosis.model_dump(mode="json")
+        seen = {
+            "diagnosis": payload,
+            "updated_at": now,
+            "severity": diagnosis.severity.value,
+            "title": diagnosis.title,
+            "absent_since": None,
+        }
         with self.db.tx() as tx:
             row = tx.execute(
                 sa.select(incidents).where(same & (incidents.c.state != "resolved"))
@@ -83,19 +92,26 @@ class SqlIncidents(Part, IncidentStore):
                 tx.execute(
                     incidents.update()
                     .where(incidents.c.id == row._mapping["id"])
-                    .values(
-                        diagnosis=payload,
-                        signals=merged,
-                        updated_at=now,
-                        severity=diagnosis.severity.value,
-                        title=diagnosis.title,
-                    )
+                    .values(signals=merged, **seen)
                 )
-                return _incident(
-                    tx.execute(
-                        sa.select(incidents).where(same & (incidents.c.id == row._mapping["id"]))
-                    ).one()
-                ), False
+                return Recorded(incident=_fetch(tx, row._mapping["id"]), change="updated")
+            older = (
+                tx.execute(
+                    sa.select(incidents)
+                    .where(
+                        here
+                        & incidents.c.rule.in_(list(replaces))
+                        & incidents.c.state.not_in(["resolved", "executing"])
+                    )
+                    .order_by(incidents.c.updated_at.desc())
+                    .limit(1)
+                    .with_for_update()
+                ).first()
+                if replaces
+                else None
+            )
+            if older is not None:
+                return self._supersede(tx, older, diagnosis, now, seen)
             recent = tx.execute(
                 sa.select(incidents)
                 .where(
@@ -115,13 +131,13 @@ class SqlIncidents(Part, IncidentStore):
                         state=IncidentState.OPEN.value,
                         reopened=incidents.c.reopened + 1,
                         resolved_at=None,
-                        updated_at=now,
-                        diagnosis=payload,
                         signals=sorted({*recent._mapping["signals"], *diagnosis.signals}),
+                        **seen,
                     )
                 )
                 text = f"fired again within {reopen_window_s // 60} min of its resolve: reopened"
                 data: dict[str, object] = {"from": "resolved", "to": "open"}
+                change: RecordChange = "reopened"
             else:
                 inserted = tx.execute(
                     incidents.insert().values(
@@ -131,24 +147,101 @@ class SqlIncidents(Part, IncidentStore):
                         pool=diagnosis.pool,
                         rule=diagnosis.rule,
                         state=IncidentState.OPEN.value,
-                        severity=diagnosis.severity.value,
-                        title=diagnosis.title,
                         opened_at=now,
-                        updated_at=now,
-                        diagnosis=payload,
                         signals=sorted(diagnosis.signals),
+                        **seen,
                     )
                 ).inserted_primary_key
                 assert inserted is not None
                 incident_id = inserted[0]
                 text = f"opened: {diagnosis.title}"
                 data = {"to": "open", "rule": diagnosis.rule}
+                change = "new"
             entry = TimelineEntry(
                 incident=str(incident_id), at=now, actor=GPUBOT, kind="state", text=text, data=data
             )
             _append(tx, entry)
-            row = tx.execute(sa.select(incidents).where(incidents.c.id == incident_id)).one()
-            return _incident(row), True
+            return Recorded(incident=_fetch(tx, incident_id), change=change)
+
+    @staticmethod
+    def _supersede(
+        tx: Connection,
+        older: sa.Row[Any],
+        diagnosis: Diagnosis,
+        now: datetime,
+        seen: Mapping[str, Any],
+    ) -> Recorded:
+        """A better diagnosis of the same problem takes the incident over: same incident, same
+        thread; the earlier diagnosis' undecided requests are withdrawn with it, and the story
+        starts again (open) for the new one's proposals."""
+        m = older._mapping
+        key, previous, state = m["id"], m["rule"], IncidentState(m["state"])
+        check(str(key), state, IncidentState.OPEN)
+        why = f"superseded: {previous} -> {diagnosis.rule} ({diagnosis.title})"
+        _withdraw_undecided(
+            tx,
+            key,
+            f"incident {key} was superseded at {now:%Y-%m-%d %H:%M:%S} UTC by a better "
+            f"diagnosis: {diagnosis.rule} ({diagnosis.title}), replacing {previous}",
+            now,
+        )
+        tx.execute(
+            incidents.update()
+            .where(incidents.c.id == key)
+            .values(
+                rule=diagnosis.rule,
+                state=IncidentState.OPEN.value,
+                held_until=None,
+                signals=sorted({*m["signals"], *diagnosis.signals}),
+                **seen,
+            )
+        )
+        _append(
+            tx,
+            TimelineEntry(
+                incident=str(key),
+                at=now,
+                actor=GPUBOT,
+                kind="state",
+                text=why,
+                data={
+                    "from": state.value,
+                    "to": IncidentState.OPEN.value,
+                    "superseded": previous,
+                    "rule": diagnosis.rule,
+                },
+            ),
+        )
+        return Recorded(incident=_fetch(tx, key), change="superseded", replaced=previous)
+
+    def hold(self, incident_id: str, until: datetime | None) -> None:
+        with self.db.tx() as tx:
+            tx.execute(
+                incidents.update()
+                .where(incidents.c.id == int_id(incident_id))
+                .values(held_until=until)
+            )
+
+    def mark_absent(self, incident_id: str, since: datetime) -> Incident:
+        """The symptom was not seen: since `since`, unless it was already absent earlier."""
+        with self.db.tx() as tx:
+            key = int_id(incident_id)
+            tx.execute(
+                incidents.update()
+                .where((incidents.c.id == key) & incidents.c.absent_since.is_(None))
+                .values(absent_since=since)
+            )
+            return _fetch(tx, key)
+
+    def mark_present(self, incident_id: str) -> None:
+        with self.db.tx() as tx:
+            tx.execute(
+                incidents.update()
+                .where(
+                    (incidents.c.id == int_id(incident_id)) & incidents.c.absent_since.is_not(None)
+                )
+                .values(absent_since=None)
+            )
 
     def diagnosis(self, incident_id: str) -> Diagnosis | None:
         with self.db.tx() as tx:
@@ -291,7 +384,13 @@ def _incident(row: sa.Row[Any]) -> Incident:
         reopened=m["reopened"],
         parent=None if m["parent"] is None else str(m["parent"]),
         chat_ref=m["chat_ref"],
+        held_until=m["held_until"],
+        absent_since=m["absent_since"],
     )
+
+
+def _fetch(tx: Connection, key: Any) -> Incident:
+    return _incident(tx.execute(sa.select(incidents).where(incidents.c.id == key)).one())
 
 
 def _append(tx: Connection, entry: TimelineEntry) -> None:

@@ -69,6 +69,18 @@ class SqlOutbox(Part, Outbox):
             row = tx.execute(sa.select(outbox).where(outbox.c.key == key)).first()
         return None if row is None else _outbox_item(row)
 
+    def outbox_latest_update(self, key: str) -> OutboxItem | None:
+        """The last `chat.update` queued for the message `key` (what it reads like now, sent or
+        not), or None when it was never updated."""
+        with self.db.tx() as tx:
+            row = tx.execute(
+                sa.select(outbox)
+                .where((outbox.c.refers_to == key) & (outbox.c.method == "chat.update"))
+                .order_by(outbox.c.id.desc())
+                .limit(1)
+            ).first()
+        return None if row is None else _outbox_item(row)
+
     def outbox_due(self, now: datetime, limit: int = 50) -> list[OutboxItem]:
         """Pending calls whose time has come and that are first in their group: a later
         message of a group waits for every earlier one, so updates never overtake."""

@@ -29,11 +29,11 @@ from bot.ports import Store
 from bot.store import schema
 from bot.store.actions import ExecutionRecord, SqlActions
 from bot.store.database import Database, create_engine
-from bot.store.incidents import SqlIncidents, subject_of
+from bot.store.incidents import SqlIncidents
 from bot.store.outbox import SqlOutbox
 from bot.store.signals import SqlSignals, signal_key
 
-__all__ = ["ExecutionRecord", "SqlStore", "migrate", "signal_key", "subject_of"]
+__all__ = ["ExecutionRecord", "SqlStore", "migrate", "signal_key"]
 
 
 class SqlStore(SqlSignals, SqlIncidents, SqlOutbox, SqlActions, Store):

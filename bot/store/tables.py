@@ -83,6 +83,10 @@ incidents = sa.Table(
     sa.Column("chat_ref", sa.String(200), nullable=True),
     sa.Column("diagnosis", sa.JSON, nullable=True),
     sa.Column("signals", sa.JSON, nullable=False),
+    # Until when its proposals are held: a better-informed diagnosis is likely to follow.
+    sa.Column("held_until", UtcDateTime, nullable=True),
+    # Since when its symptom has not been seen: it resolves once that is long enough.
+    sa.Column("absent_since", UtcDateTime, nullable=True),
 )
 # Two replicas diagnosing the same alert must land on one incident, not two.
 sa.Index(

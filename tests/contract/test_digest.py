@@ -43,9 +43,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlStore]:
 def opened(
     store: SqlStore, node: str | None, rule: str, at: datetime, reopen_window_s: int = 3600
 ) -> Incident:
-    incident, _ = store.record_diagnosis(
+    incident = store.record_diagnosis(
         "prod", diagnosis(rule=rule, node=node), at, reopen_window_s
-    )
+    ).incident
     return incident
 
 

@@ -17,7 +17,9 @@ from alembic.runtime.migration import MigrationContext
 from bot.errors import NotFound, StateChanged, StoreSchemaError, StoreUnavailable
 from bot.incidents.lifecycle import IllegalTransition
 from bot.model import (
+    Incident,
     IncidentState,
+    Recorded,
     Signal,
     TimelineEntry,
     Vote,
@@ -33,6 +35,11 @@ from tests.helpers.builders import (
     signal,
 )
 from tests.helpers.stores import STORE_KINDS, open_store
+
+
+def _opened(recorded: Recorded) -> tuple[Incident, bool]:
+    """The incident, and whether recording opened it (new, or reopened)."""
+    return recorded.incident, recorded.change in ("new", "reopened")
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -57,15 +64,15 @@ def test_the_same_alert_delivered_twice_is_one_signal(store: SqlStore) -> None:
 
 
 def test_diagnoses_group_by_cluster_node_and_rule(store: SqlStore) -> None:
-    first, new = store.record_diagnosis("prod", diagnosis(), T0, reopen_window_s=3600)
+    first, new = _opened(store.record_diagnosis("prod", diagnosis(), T0, reopen_window_s=3600))
     assert new and first.state is S.OPEN and first.node == "gpu-a1"
-    again, new_again = store.record_diagnosis(
-        "prod", diagnosis(), T0 + timedelta(minutes=1), reopen_window_s=3600
+    again, new_again = _opened(
+        store.record_diagnosis("prod", diagnosis(), T0 + timedelta(minutes=1), reopen_window_s=3600)
     )
     assert (again.id, new_again) == (first.id, False)
-    other_rule, _ = store.record_diagnosis("prod", diagnosis("ecc-double-bit"), T0, 3600)
-    other_cluster, _ = store.record_diagnosis("staging", diagnosis(), T0, 3600)
-    pool_wide, _ = store.record_diagnosis("prod", diagnosis("pool-wide", node=None), T0, 3600)
+    other_rule = store.record_diagnosis("prod", diagnosis("ecc-double-bit"), T0, 3600).incident
+    other_cluster = store.record_diagnosis("staging", diagnosis(), T0, 3600).incident
+    pool_wide = store.record_diagnosis("prod", diagnosis("pool-wide", node=None), T0, 3600).incident
     ids = {first.id, other_rule.id, other_cluster.id, pool_wide.id}
     assert len(ids) == 4
     assert [i.id for i in store.incidents(node="gpu-a1")] == [
@@ -80,7 +87,7 @@ def test_diagnoses_group_by_cluster_node_and_rule(store: SqlStore) -> None:
 def test_every_legal_move_is_a_timeline_entry_and_illegal_ones_change_nothing(
     store: SqlStore,
 ) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.transition(incident.id, S.DIAGNOSED, "gpubot", T0)
     store.transition(incident.id, S.AWAITING_APPROVAL, "gpubot", T0, "drain proposed")
     with pytest.raises(IllegalTransition, match="cannot go from awaiting_approval to executing"):
@@ -101,21 +108,23 @@ def test_every_legal_move_is_a_timeline_entry_and_illegal_ones_change_nothing(
 
 
 def test_firing_again_soon_after_resolve_reopens_later_opens_anew(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     resolved = store.transition(incident.id, S.RESOLVED, "gpubot", T0 + timedelta(minutes=10))
     assert resolved.resolved_at == T0 + timedelta(minutes=10)
-    reopened, new = store.record_diagnosis("prod", diagnosis(), T0 + timedelta(minutes=40), 3600)
+    reopened, new = _opened(
+        store.record_diagnosis("prod", diagnosis(), T0 + timedelta(minutes=40), 3600)
+    )
     assert new and reopened.id == incident.id
     assert reopened.reopened == 1 and reopened.state is S.OPEN and reopened.resolved_at is None
     assert store.timeline(incident.id)[-1].text.endswith("reopened")
 
     store.transition(incident.id, S.RESOLVED, "gpubot", T0 + timedelta(hours=1))
-    later, _ = store.record_diagnosis("prod", diagnosis(), T0 + timedelta(hours=3), 3600)
+    later = store.record_diagnosis("prod", diagnosis(), T0 + timedelta(hours=3), 3600).incident
     assert later.id != incident.id and later.reopened == 0
 
 
 def test_one_vote_per_person_and_request(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))
     assert store.request("r1") == request_for(incident.id)
     assert store.requests(incident.id) == [request_for(incident.id)]
@@ -128,7 +137,7 @@ def test_one_vote_per_person_and_request(store: SqlStore) -> None:
 
 
 def test_an_approval_is_claimed_for_execution_exactly_once_under_a_race(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))
     results: list[bool] = []
     barrier = threading.Barrier(8)
@@ -155,7 +164,7 @@ def test_an_approval_is_claimed_for_execution_exactly_once_under_a_race(store: S
 def test_a_stale_execution_is_taken_over_by_exactly_one_and_a_live_one_by_none(
     store: SqlStore,
 ) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))
     assert store.claim_execution("r1", "replica-0", T0)
     later = T0 + timedelta(seconds=30)
@@ -219,7 +228,7 @@ def test_two_replicas_diagnosing_the_same_alert_share_one_incident(store: SqlSto
 
     def record() -> None:
         barrier.wait()
-        ids.append(store.record_diagnosis("prod", diagnosis(), T0, 3600)[0].id)
+        ids.append(store.record_diagnosis("prod", diagnosis(), T0, 3600).incident.id)
 
     threads = [threading.Thread(target=record) for _ in range(6)]
     for t in threads:
@@ -231,7 +240,7 @@ def test_two_replicas_diagnosing_the_same_alert_share_one_incident(store: SqlSto
 
 
 def test_timeline_entries_keep_their_data(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.append(
         TimelineEntry(
             incident=incident.id,
@@ -361,7 +370,7 @@ def test_incidents_waiting_in_vain_are_those_whose_every_request_expired_undecid
     store: SqlStore,
 ) -> None:
     def waiting(node: str) -> str:
-        incident, _ = store.record_diagnosis("prod", diagnosis(node=node), T0, 3600)
+        incident = store.record_diagnosis("prod", diagnosis(node=node), T0, 3600).incident
         store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", T0)
         store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", T0)
         return incident.id
@@ -386,7 +395,7 @@ def test_incidents_waiting_in_vain_are_those_whose_every_request_expired_undecid
 
 
 def test_a_denial_is_one_finished_row_that_no_claim_can_follow(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))
     assert store.record_denial("r1", "bob", "training finishes at 04:00", T0)
     assert not store.record_denial("r1", "carol", "me too", T0)
@@ -399,7 +408,7 @@ def test_a_denial_is_one_finished_row_that_no_claim_can_follow(store: SqlStore) 
 
 
 def test_only_an_execution_past_its_checks_is_marked_acting_by_its_owner(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))
     assert store.claim_execution("r1", "replica-0", T0)
     store.mark_acting("r1", "replica-1")  # not its owner: nothing changes
@@ -411,7 +420,7 @@ def test_only_an_execution_past_its_checks_is_marked_acting_by_its_owner(store: 
 
 
 def test_a_resolve_withdraws_what_is_undecided_and_waits_for_what_runs(store: SqlStore) -> None:
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     for request_id in ("r-open", "r-denied", "r-running"):
         store.add_request(request_for(incident.id, request_id))
     assert store.record_denial("r-denied", "bob", "not now", T0)
@@ -436,7 +445,7 @@ def test_a_resolve_withdraws_what_is_undecided_and_waits_for_what_runs(store: Sq
 
 def test_a_claim_on_a_resolved_incidents_request_withdraws_it_instead(store: SqlStore) -> None:
     """What a gpubot before withdrawals left: resolved, the request never withdrawn."""
-    incident, _ = store.record_diagnosis("prod", diagnosis(), T0, 3600)
+    incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.transition(incident.id, S.RESOLVED, "gpubot", T0)
     store.add_request(request_for(incident.id, "r-late"))
     assert not store.claim_execution("r-late", "leader", T0 + timedelta(minutes=1))

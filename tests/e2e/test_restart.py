@@ -242,7 +242,7 @@ def test_an_approval_from_the_cli_moves_the_incident_through_its_states(
         facts = collect_facts(read_snapshot(kube), signals, settings, now)
         diagnoses = diagnose(facts, signals, load_ruleset(settings), settings).diagnoses
         [found] = [d for d in diagnoses if d.node == NODE]
-        incident, _ = store.record_diagnosis("default", found, now, 3600)
+        incident = store.record_diagnosis("default", found, now, 3600).incident
         executor = Executor(
             kube, store, settings, executor_id="leader", clock=lambda: datetime.now(UTC)
         )

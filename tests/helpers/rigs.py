@@ -77,7 +77,7 @@ def make_rig(sim_cluster: Any, tmp_path: Path, **remediation: Any) -> Rig:
         # Prometheus saw no new GPU errors: the Kubernetes items decide the gate here.
         external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
     )
-    incident, _ = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600)
+    incident = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600).incident
     store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
     store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", clock())
     return Rig(server, cluster, store, clock, executor, incident.id)

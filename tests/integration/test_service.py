@@ -185,6 +185,10 @@ def test_a_resolved_alert_resolves_the_incident_once_the_symptom_is_gone(bot: Bo
         {"status": {"allocatable": {"nvidia.com/gpu": "8"}}},
     )
     bot.service.process(resolved)
+    # Gone once is not gone for good: it resolves after staying away resolve_after_s.
+    assert bot.store.incident(incident.id).state is not IncidentState.RESOLVED
+    bot.clock.ahead = timedelta(seconds=bot.service.settings.thresholds.resolve_after_s + 1)
+    bot.service.process(resolved)
     assert bot.store.incident(incident.id).state is IncidentState.RESOLVED
     assert f"[incident {incident.id}] Duration:" in bot.said
 
@@ -269,21 +273,28 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
 
 
 def test_a_better_story_for_the_same_node_supersedes_the_first(bot: Bot) -> None:
+    """One problem, one incident: the alert that explains the lost GPU supersedes the early
+    diagnosis inside the same incident and thread, and nothing was proposed meanwhile (the
+    early diagnosis holds its proposals for the alert)."""
     result = faults.inject(bot.server.store, "xid", "gpu-a2", datetime.now(UTC), code=79, gpu=3)
     faults_seen = signals_from_payload(validate_payload(result.payload()), ["node"])
     # First only the Kubernetes side is seen (a sweep): one GPU fewer allocatable.
     [fewer] = [i for i in bot.service.process([]) if i.node == "gpu-a2"]
     assert fewer.rule != "gpu-fell-off-bus"
+    assert bot.store.requests(fewer.id) == []  # held: the alert saying why usually follows
+    assert "proposals held until" in bot.said
     # Then the Xid 79 alert, stored by the webhook, explains it.
     bot.store.add_signals(faults_seen, datetime.now(UTC))
     [fell] = [i for i in bot.service.process(faults_seen) if i.node == "gpu-a2"]
     assert fell.rule == "gpu-fell-off-bus"
-    done = bot.store.incident(fewer.id)
-    assert done.state is IncidentState.RESOLVED
-    assert bot.store.timeline(fewer.id)[-1].text == (
-        f"superseded by incident {fell.id} (gpu-fell-off-bus)"
-    )
-    assert "Duration:" not in bot.said  # no summary for a superseded incident
+    assert fell.id == fewer.id  # the same incident, superseded in place
+    assert bot.store.incidents(node="gpu-a2") == [bot.store.incident(fell.id)]
+    [drain] = bot.store.requests(fell.id)
+    assert drain.action is Action.DRAIN
+    texts = [e.text for e in bot.store.timeline(fell.id)]
+    assert f"superseded: {fewer.rule} -> gpu-fell-off-bus" in " ".join(texts)
+    assert "Duration:" not in bot.said  # not resolved: no summary
+    assert f"[incident {fell.id}] a better diagnosis of the same problem" in bot.said
 
 
 def test_an_alert_about_one_node_neither_resolves_nor_opens_others(bot: Bot) -> None:
@@ -306,10 +317,13 @@ def test_an_alert_about_one_node_neither_resolves_nor_opens_others(bot: Bot) -> 
     assert bot.store.incident(four.id).state is not IncidentState.RESOLVED
     assert bot.store.incidents(node="gpu-a3") == []
 
-    # A sweep (no signals) reads the whole cluster: gpu-a4 resolves, gpu-a3 opens.
+    # A sweep (no signals) reads the whole cluster: gpu-a3 opens, gpu-a4 is seen gone and
+    # resolves once it has stayed gone resolve_after_s.
     opened = bot.service.process([])
-    assert bot.store.incident(four.id).state is IncidentState.RESOLVED
     assert [i.node for i in opened] == ["gpu-a3"]
+    bot.clock.ahead = timedelta(seconds=bot.service.settings.thresholds.resolve_after_s + 1)
+    bot.service.process([])
+    assert bot.store.incident(four.id).state is IncidentState.RESOLVED
 
 
 def test_the_daily_digest_runs_at_local_time_and_tells_the_channel(bot: Bot) -> None:

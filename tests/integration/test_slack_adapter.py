@@ -37,7 +37,14 @@ from bot.chat.slack import (
     build_slack_routes,
     slack_client,
 )
-from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings, SlackSettings
+from bot.config import (
+    ActionPolicy,
+    ApprovalPolicy,
+    Remediation,
+    Settings,
+    SlackSettings,
+    Thresholds,
+)
 from bot.errors import InputError
 from bot.evidence.gate import ExternalEvidence
 from bot.evidence.snapshots import Snapshot
@@ -211,7 +218,10 @@ class Rig:
 @pytest.fixture
 def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     sim, cluster = sim_cluster
-    settings = Settings(remediation=Remediation(approvals=POLICY))
+    # Proposals at once (not held for an alert): the buttons are what these tests click.
+    settings = Settings(
+        remediation=Remediation(approvals=POLICY), thresholds=Thresholds(settle_s=0)
+    )
     slack = SlackSettings(
         bot_token=DEFAULT_TOKEN,
         signing_secret=SIGNING_SECRET,
@@ -488,10 +498,15 @@ def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_no
     rig.store.add_signals(alert, datetime.now(UTC))
     [right] = [i for i in rig.service.process(alert) if i.node == "gpu-a2"]
     rig.settle()
-    assert right.rule == "gpu-fell-off-bus"
-    [update] = [u for u in rig.double.calls_to("chat.update") if u.params["ts"] == message["ts"]]
-    assert (APPROVE_ACTION, cordon.id) not in _buttons(update.params["blocks"])
-    assert f"superseded by incident {right.id}" in _texts(update.params["blocks"])
+    assert right.rule == "gpu-fell-off-bus" and right.id == early.id  # one incident
+    updates = [u for u in rig.double.calls_to("chat.update") if u.params["ts"] == message["ts"]]
+    assert updates and all(
+        (APPROVE_ACTION, cordon.id) not in _buttons(u.params["blocks"]) for u in updates
+    )
+    assert any("withdrawn" in _texts(u.params["blocks"]) for u in updates)
+    [drain] = [r for r in rig.store.requests(right.id) if r.action is Action.DRAIN]
+    assert (APPROVE_ACTION, drain.id) in _buttons(updates[-1].params["blocks"])
+    assert any("a better diagnosis of the same problem" in t for t in rig.thread(message))
 
     assert rig.click(ALICE, APPROVE_ACTION, message, cordon.id, stale=True) == 200
     rig.settle()
@@ -687,7 +702,7 @@ def _incident(
     store: SqlStore, diagnosis: Diagnosis, facts: ClusterFacts, node: str
 ) -> tuple[Incident, ActionRequest]:
     d = diagnosis.model_copy(update={"node": node})
-    incident, _ = store.record_diagnosis("test", d, NOW, 3600)
+    incident = store.record_diagnosis("test", d, NOW, 3600).incident
     request = new_request(
         f"{incident.id}-cordon",
         Action.CORDON,

@@ -32,7 +32,6 @@ from typing import Any
 from slack_sdk.models.blocks import Block, SectionBlock
 
 from bot.chat.blocks import (
-    APPROVE_ACTION,
     SECTION_TEXT_MAX,
     decided_blocks,
     diagnosis_blocks,
@@ -52,10 +51,9 @@ log = logging.getLogger("gpubot.slack")
 
 
 def message_key(incident: Incident) -> str:
-    """The outbox key (and `chat_ref`) of an incident's message; a reopened incident gets a
-    new message."""
-    base = f"incident/{incident.id}/message"
-    return f"{base}/{incident.reopened}" if incident.reopened else base
+    """The outbox key (and `chat_ref`) of an incident's message: one for its whole life (a
+    better diagnosis, a reopen or a released proposal revise it, in place)."""
+    return f"incident/{incident.id}/message"
 
 
 def group_key(incident_id: str) -> str:
@@ -68,22 +66,6 @@ def proposal_key(request_id: str) -> str:
 
 def _blocks_json(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     return [b.to_dict() for b in blocks]
-
-
-def _request_ids(blocks: object) -> list[str]:
-    """The request ids of the approve buttons in a message's blocks, in order."""
-    found: list[str] = []
-    if not isinstance(blocks, list):
-        return found
-    for block in blocks:
-        if not isinstance(block, dict) or block.get("type") != "actions":
-            continue
-        for element in block.get("elements", []):
-            if isinstance(element, dict) and element.get("action_id") == APPROVE_ACTION:
-                value = element.get("value")
-                if isinstance(value, str) and value not in found:
-                    found.append(value)
-    return found
 
 
 class SlackChat:
@@ -246,14 +228,37 @@ class SlackChat:
         return True
 
     def _current_blocks(self, message: OutboxItem) -> list[dict[str, Any]]:
-        """The message as its latest queued decision left it (each update carries all)."""
-        latest: OutboxItem | None = None
-        for request_id in _request_ids(message.payload.get("blocks")):
-            item = self.outbox.outbox_item(f"{message.key}/decision/{request_id}")
-            if item is not None and (latest is None or item.id > latest.id):
-                latest = item
+        """The message as its latest queued update left it (each update carries all)."""
+        latest = self.outbox.outbox_latest_update(message.key)
         blocks = (latest or message).payload.get("blocks")
         return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        """A `chat.update` of the incident's message with the diagnosis and buttons it tells
+        now, and `note` in its thread; the earlier buttons go with the earlier blocks."""
+        key = self._thread_of(incident)
+        message = self.outbox.outbox_item(key)
+        if message is None:  # never posted (an incident older than this gpubot): post it now
+            self.post_diagnosis(incident, diagnosis, requests)
+            self.post_thread(incident, note)
+            return
+        blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
+        payload = {"text": fallback_text(diagnosis, self.lang), "blocks": _blocks_json(blocks)}
+        with self._decisions:
+            self._put(
+                f"{key}/revision/{uuid.uuid4().hex}",
+                message.group_key,
+                "chat.update",
+                payload,
+                refers_to=key,
+            )
+        self.post_thread(incident, note)
 
     # snooze: thread lines of the incident are muted (the timeline keeps them)
 
