@@ -373,10 +373,11 @@ def digest(
     config: ConfigOption = None,
 ) -> None:
     """The digest serve posts daily: incidents opened and resolved, nodes still out,
-    repeat offenders, top symptoms, median time to recover."""
+    repeat offenders, top symptoms, median time to recover. It reads no cluster: nodes out
+    of service are those the timelines show, and it says so."""
     from zoneinfo import ZoneInfo
 
-    from bot.incidents.digest import build_digest, digest_lines, next_run
+    from bot.incidents.digest import build_digest, digest_lines, next_run, still_out_note
     from bot.store.sql import SqlStore
 
     settings = _settings(config)
@@ -386,7 +387,9 @@ def digest(
     try:
         until = utcnow().astimezone(ZoneInfo(zone_name))
         found = build_digest(store, until, timedelta(hours=hours))
-        print("\n".join(digest_lines(found, lang or settings.lang)))
+        told = digest_lines(found, lang or settings.lang)
+        note = still_out_note(found, lang or settings.lang)
+        print("\n".join([*told, note] if note else told))
     finally:
         store.close()
 

@@ -2,23 +2,53 @@
 asleep — incidents opened and resolved, nodes still out of service and since when, repeat
 offenders, the most frequent symptoms, the median time to recover.
 
-Everything is counted from the incidents' timelines, read through the `Store` port, so the
-digest can never claim what the timelines do not show:
+Incidents are counted from their timelines, read through the `Store` port, so the digest can
+never claim what the timelines do not show. Nodes out of service are read from the cluster
+when the caller has it (`LeaderDuties.post_digest` does), else from the timelines.
 
-- *opened*: "state" entries that open an incident (`to: open`), new or reopened within the
-  reopen window, whose time is in `[since, until)`. A reopen counts again: a node that flaps
-  is a node that keeps paging someone.
-- *resolved*: "resolve" entries in the window.
-- *time to recover*: for each resolve in the window, its time minus the (re)open before it;
-  the digest shows the median.
-- *repeat offenders*: nodes opened on 2 or more times in the window.
-- *top symptoms*: rule ids by how often they opened in the window, at most 5.
-- *still out of service* (as of `until`): a node the bot itself took out and has not given
-  back, on an incident that is not resolved. That is an unresolved incident whose timeline
-  has an "action-result" with outcome `succeeded` for a cordon or drain request (the
-  executor's `_finish`), not followed by a succeeded uncordon; "since" is the time of the
-  first such result. A node cordoned by hand, a drain that failed half-way, or an incident
-  resolved while the node stayed cordoned are not shown: the timeline does not prove them.
+An incident's timeline is one or more *cycles*: it opens once (a "state" entry `to: open`), and
+each reopen of a resolved incident within the reopen window (`from: resolved`, `to: open`)
+starts another cycle of the same incident. The digest counts incidents, each once:
+
+- *opened*: incidents whose first open is in `[since, until)`. An incident opened before the
+  window and reopened inside it was not opened in it: its reopens count as reopen cycles and
+  it counts as flapped.
+- *reopen cycles* (`reopened`): reopens in the window, each once; *flapped*: the incidents
+  with at least one. Said apart from opened ("6 opened, 3 resolved; 3 flapped, 4 reopen
+  cycles"): a flapped incident need not be one opened in the window.
+- *resolved*: incidents recovered in the window: resolved as of `until`, their last resolve in
+  the window, not superseded. One resolved in the window and reopened before `until` is not
+  resolved: it is still going.
+- *superseded*: resolved so, but handed over to a better diagnosis of the same node: the
+  resolve's text starts with "superseded by incident" (what `DiagnosisPass` writes), or its
+  data names `superseded_by`. The problem goes on under the other incident: no recovery, and
+  not in the median.
+- *time to recover*: per resolved incident, from its first open to its last resolve. A
+  flapping incident recovers once, over all its cycles (each reopen came within the reopen
+  window of a resolve: one problem that kept coming back), not once per cycle. The digest
+  shows the median.
+- *repeat offenders*: nodes that went bad 2 or more times in the window: each incident opened
+  on the node, plus each reopen cycle (a node that flaps keeps paging someone).
+- *top symptoms*: rule ids by the incidents that opened or reopened in the window, each
+  incident once, at most 5.
+- *still out of service* (as of `until`):
+  - with the cluster's facts (`out_of_service`: the nodes the blast radius counts as out,
+    cordoned by anyone or not Ready — `bot.remediate.blast_radius.out_of_service`, which this
+    layer may not import, so the caller judges and `OutOfService.of` reads the node): every
+    such node, whatever the timelines say. Since: the cordon's time as the node shows it (the
+    taint's `timeAdded`, else its `NodeNotSchedulable` event: `NodeFacts.cordoned_for_s`),
+    else the start of gpubot's cordon or drain still in force on it (its "action-start", or a
+    succeeded "action-result", not followed by a succeeded uncordon), else unknown (NotReady
+    tells no time). Beside it: the rules of its incidents not resolved at `until`, or "no open
+    incident"; "cordoned by hand" when no take-out of gpubot's is in force (by hand means by
+    anyone but gpubot: a person, or another controller); "not Ready".
+  - without them (`gpubot digest` reads no cluster): as far as the timelines show — a node the
+    bot itself took out and has not given back, on an incident that is not resolved (a
+    succeeded cordon or drain "action-result", not followed by a succeeded uncordon; since:
+    the first such result). Nodes cordoned by hand or NotReady are missed, a node uncordoned
+    by hand is kept: `still_out_note` says so.
+
+What it must never do: count one incident twice, or call a superseded incident recovered.
 """
 
 from __future__ import annotations
@@ -26,13 +56,14 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import InputError
-from bot.model import Action, Incident, IncidentState, Lang, TimelineEntry
+from bot.model import Action, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
 from bot.ports import Store
 
 TOP_SYMPTOMS = 5
@@ -40,6 +71,32 @@ BAR_WIDTH = 20
 """The longest bar of the symptom chart, in block characters."""
 _BLOCK = "█"
 _TAKE_OUT = frozenset({Action.CORDON, Action.DRAIN})
+SUPERSEDED_TEXT = "superseded by incident"
+"""How `DiagnosisPass` begins the resolve of an incident a better diagnosis replaced."""
+
+OutNote = Literal["cordoned-by-gpubot", "cordoned-by-hand", "not-ready"]
+
+
+@dataclass(frozen=True)
+class OutOfService:
+    """A node the blast radius counts as out of service now (cordoned by anyone, or not
+    Ready), as the cluster showed it."""
+
+    cordoned: bool
+    not_ready: bool
+    cordoned_at: datetime | None = None
+    """When the cordon began, if the node shows it (taint `timeAdded` or its event)."""
+
+    @classmethod
+    def of(cls, node: NodeFacts, observed_at: datetime) -> OutOfService:
+        cordoned_at = None
+        if node.unschedulable and node.cordoned_for_s is not None:
+            cordoned_at = observed_at - timedelta(seconds=node.cordoned_for_s)
+        return cls(
+            cordoned=node.unschedulable,
+            not_ready=node.known and node.ready != "True",
+            cordoned_at=cordoned_at,
+        )
 
 
 @dataclass(frozen=True)
@@ -47,23 +104,39 @@ class Digest:
     since: datetime
     until: datetime
     opened: int
+    """Incidents first opened in the window."""
     resolved: int
-    still_out: list[tuple[str, datetime, str]] = field(default_factory=list)
-    """(node, out of service since, rule), longest out first; one row per node (the
-    earliest time, the rules of all its incidents holding it out, joined by ", ")."""
+    """Incidents recovered in the window (resolved at `until`, not superseded)."""
+    still_out: list[tuple[str, datetime | None, str]] = field(default_factory=list)
+    """(node, out of service since (None: unknown), the rules of its incidents holding it out
+    or open, joined by ", "; "" when none), longest out first, unknown last; one row a node."""
     repeat_offenders: list[tuple[str, int]] = field(default_factory=list)
-    """(node, incidents opened in the window), 2 or more only, most first."""
+    """(node, times it went bad in the window: incidents opened plus reopen cycles), 2 or more
+    only, most first."""
     top_symptoms: list[tuple[str, int]] = field(default_factory=list)
-    """(rule id, incidents opened in the window), most first, at most `TOP_SYMPTOMS`."""
+    """(rule id, incidents that opened or reopened in the window), most first, at most
+    `TOP_SYMPTOMS`."""
     median_recover_s: float | None = None
-    """Over the resolves in the window; None when nothing was resolved."""
+    """Over the `resolved` incidents, each from its first open to its last resolve; None
+    when none recovered."""
     reopened: int = 0
-    """How many of `opened` were reopens of a resolved incident (flapping)."""
+    """Reopen cycles in the window: each reopen of a resolved incident once."""
+    flapped: int = 0
+    """Incidents with a reopen cycle in the window."""
+    superseded: int = 0
+    """Incidents whose last resolve, in the window, handed them to a better diagnosis."""
+    out_notes: dict[str, tuple[OutNote, ...]] = field(default_factory=dict)
+    """Per node of `still_out` read from the cluster: how it is out."""
+    still_out_live: bool = False
+    """True when `still_out` is what the cluster showed; False: as far as the timelines
+    show."""
 
     @property
     def quiet(self) -> bool:
-        """Nothing opened, nothing resolved, no node out of service."""
-        return not (self.opened or self.resolved or self.still_out)
+        """Nothing opened, reopened or resolved, no node out of service."""
+        return not (
+            self.opened or self.reopened or self.resolved or self.superseded or self.still_out
+        )
 
 
 # ---- building -------------------------------------------------------------------------------
@@ -73,11 +146,43 @@ def _opens(entry: TimelineEntry) -> bool:
     return entry.kind == "state" and entry.data.get("to") == IncidentState.OPEN.value
 
 
+def is_superseded(entry: TimelineEntry) -> bool:
+    """Does this resolve hand the incident to a better diagnosis? The pass's words, or a
+    `superseded_by` in the data (a newer gpubot writes both)."""
+    return entry.text.startswith(SUPERSEDED_TEXT) or entry.data.get("superseded_by") is not None
+
+
+@dataclass(frozen=True)
+class _Story:
+    """One incident's timeline up to `until`: its cycles, read once."""
+
+    first_open: datetime
+    reopens: list[datetime]
+    ended: TimelineEntry | None
+    """The resolve it ends with, if it is resolved at the end of the timeline read."""
+
+
+def _story(incident: Incident, entries: Sequence[TimelineEntry]) -> _Story:
+    first: datetime | None = None
+    reopens: list[datetime] = []
+    ended: TimelineEntry | None = None
+    for entry in entries:
+        if _opens(entry):
+            if first is None:
+                first = entry.at
+            else:
+                reopens.append(entry.at)
+            ended = None
+        elif entry.kind == "resolve":
+            ended = entry
+    return _Story(first or incident.opened_at, reopens, ended)
+
+
 def _out_since(
     store: Store, incident: Incident, entries: Sequence[TimelineEntry]
 ) -> tuple[str, datetime] | None:
     """(node, since when) if the bot took the incident's node out and has not given it back
-    by the end of `entries`."""
+    by the end of `entries` (the timelines alone)."""
     results = [
         e for e in entries if e.kind == "action-result" and e.data.get("outcome") == "succeeded"
     ]
@@ -96,55 +201,123 @@ def _out_since(
     return out
 
 
-def build_digest(store: Store, until: datetime, window: timedelta = timedelta(days=1)) -> Digest:
-    """The digest of `[until - window, until)`, read only through the Store port."""
+def _moves(
+    store: Store, incident: Incident, entries: Sequence[TimelineEntry]
+) -> list[tuple[datetime, str, bool]]:
+    """(when, node, taken out?) for each of gpubot's take-outs (a cordon or drain started, or
+    succeeded) and give-backs (a succeeded uncordon) in `entries`."""
+    acted = [e for e in entries if e.kind in ("action-start", "action-result")]
+    if not acted:
+        return []
+    requests = {r.id: r for r in store.requests(incident.id)}
+    moves = []
+    for entry in acted:
+        request = requests.get(str(entry.data.get("request")))
+        if request is None:
+            continue
+        succeeded = entry.kind == "action-result" and entry.data.get("outcome") == "succeeded"
+        if request.action in _TAKE_OUT and (entry.kind == "action-start" or succeeded):
+            moves.append((entry.at, request.node, True))
+        elif request.action is Action.UNCORDON and succeeded:
+            moves.append((entry.at, request.node, False))
+    return moves
+
+
+def _held(moves: list[tuple[datetime, str, bool]]) -> dict[str, datetime]:
+    """Per node, when gpubot's take-out still in force at the end began."""
+    held: dict[str, datetime | None] = {}
+    for at, node, out in sorted(moves, key=lambda move: move[0]):
+        if not out:
+            held[node] = None
+        elif held.get(node) is None:
+            held[node] = at
+    return {node: at for node, at in held.items() if at is not None}
+
+
+def build_digest(
+    store: Store,
+    until: datetime,
+    window: timedelta = timedelta(days=1),
+    out_of_service: Mapping[str, OutOfService] | None = None,
+) -> Digest:
+    """The digest of `[until - window, until)`, read through the Store port; `out_of_service`
+    are the nodes out of service at `until` as the cluster shows them (None: not read, the
+    timelines alone tell)."""
     if until.tzinfo is None or until.utcoffset() is None:
         raise ValueError(f"until must be an aware datetime, not {until!r}")
     if window <= timedelta(0):
         raise ValueError(f"the window must be positive, not {window}")
     since = until - window
-    opened_by_node: Counter[str] = Counter()
-    opened_by_rule: Counter[str] = Counter()
-    opened = reopened = 0
+    went_bad: Counter[str] = Counter()
+    by_rule: Counter[str] = Counter()
+    opened = reopened = flapped = superseded_n = 0
     recover_s: list[float] = []
     out: dict[str, list[tuple[datetime, str]]] = {}
+    open_rules: dict[str, list[tuple[datetime, str]]] = {}
+    moves: list[tuple[datetime, str, bool]] = []
 
     for incident in store.incidents():
+        about_out = out_of_service is not None and (incident.node or "") in out_of_service
         # Opening and resolving move `updated_at`: an incident not touched since the window
-        # began and resolved now has nothing to count (an unresolved one may still be out).
-        if incident.state is IncidentState.RESOLVED and incident.updated_at < since:
+        # began and resolved now has nothing to count (unless its node is out: gpubot's
+        # take-out may still be in force).
+        if (
+            incident.state is IncidentState.RESOLVED
+            and incident.updated_at < since
+            and not about_out
+        ):
             continue
         entries = [e for e in store.timeline(incident.id) if e.at < until]
-        last_open: datetime | None = None
-        resolved_at_until = False
-        for entry in entries:
-            if _opens(entry):
-                last_open = entry.at
-                resolved_at_until = False
-                if entry.at >= since:
-                    opened += 1
-                    reopened += int(entry.data.get("from") == IncidentState.RESOLVED.value)
-                    opened_by_rule[incident.rule] += 1
-                    if incident.node:
-                        opened_by_node[incident.node] += 1
-            elif entry.kind == "resolve":
-                resolved_at_until = True
-                if entry.at >= since:
-                    start = last_open or incident.opened_at
-                    recover_s.append((entry.at - start).total_seconds())
-        if not entries or resolved_at_until:
+        if not entries:
+            continue
+        story = _story(incident, entries)
+        new = since <= story.first_open < until
+        cycles = sum(1 for at in story.reopens if at >= since)
+        opened += int(new)
+        reopened += cycles
+        flapped += int(cycles > 0)
+        if new or cycles:
+            by_rule[incident.rule] += 1
+            if incident.node:
+                went_bad[incident.node] += int(new) + cycles
+        if story.ended is not None and story.ended.at >= since:
+            if is_superseded(story.ended):
+                superseded_n += 1
+            else:
+                recover_s.append((story.ended.at - story.first_open).total_seconds())
+
+        if out_of_service is not None:
+            if about_out and incident.node and story.ended is None:
+                open_rules.setdefault(incident.node, []).append((story.first_open, incident.rule))
+            moves += [m for m in _moves(store, incident, entries) if m[1] in out_of_service]
+            continue
+        if story.ended is not None:
             continue
         taken_out = _out_since(store, incident, entries)
         if taken_out is not None:
             node, out_since = taken_out
             out.setdefault(node, []).append((out_since, incident.rule))
 
-    still_out = []
-    for node, spells in out.items():
-        spells.sort()
-        rules = list(dict.fromkeys(rule for _, rule in spells))
-        still_out.append((node, spells[0][0], ", ".join(rules)))
-    still_out.sort(key=lambda row: (row[1], row[0]))
+    still_out: list[tuple[str, datetime | None, str]] = []
+    notes: dict[str, tuple[OutNote, ...]] = {}
+    if out_of_service is None:
+        for node, spells in out.items():
+            spells.sort()
+            rules = list(dict.fromkeys(rule for _, rule in spells))
+            still_out.append((node, spells[0][0], ", ".join(rules)))
+    else:
+        held = _held(moves)
+        for node, state in out_of_service.items():
+            kept = held.get(node) if state.cordoned else None
+            noted: list[OutNote] = []
+            if state.cordoned:
+                noted.append("cordoned-by-gpubot" if kept else "cordoned-by-hand")
+            if state.not_ready:
+                noted.append("not-ready")
+            notes[node] = tuple(noted)
+            holding = dict.fromkeys(rule for _, rule in sorted(open_rules.get(node, [])))
+            still_out.append((node, state.cordoned_at or kept, ", ".join(holding)))
+    still_out.sort(key=lambda row: (row[1] is None, row[1] or until, row[0]))
 
     def most_first(counts: Counter[str]) -> list[tuple[str, int]]:
         return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
@@ -155,10 +328,14 @@ def build_digest(store: Store, until: datetime, window: timedelta = timedelta(da
         opened=opened,
         resolved=len(recover_s),
         still_out=still_out,
-        repeat_offenders=[(n, c) for n, c in most_first(opened_by_node) if c >= 2],
-        top_symptoms=most_first(opened_by_rule)[:TOP_SYMPTOMS],
+        repeat_offenders=[(n, c) for n, c in most_first(went_bad) if c >= 2],
+        top_symptoms=most_first(by_rule)[:TOP_SYMPTOMS],
         median_recover_s=statistics.median(recover_s) if recover_s else None,
         reopened=reopened,
+        flapped=flapped,
+        superseded=superseded_n,
+        out_notes=notes,
+        still_out_live=out_of_service is not None,
     )
 
 
@@ -208,6 +385,65 @@ def _chart(rows: Sequence[tuple[str, int]]) -> list[str]:
     ]
 
 
+_NOTES: dict[Lang, dict[str, str]] = {
+    Lang.EN: {
+        "cordoned-by-gpubot": "cordoned by gpubot",
+        "cordoned-by-hand": "cordoned by hand",
+        "not-ready": "not Ready",
+        "no-incident": "no open incident",
+    },
+    Lang.ZH: {
+        "cordoned-by-gpubot": "由 gpubot 封锁",
+        "cordoned-by-hand": "手动封锁",
+        "not-ready": "未就绪",
+        "no-incident": "无未解决的事件",
+    },
+}
+
+
+def _counts(digest: Digest, lang: Lang) -> str:
+    """The first line: incidents opened, resolved, superseded; flapped ones and their reopen
+    cycles apart."""
+    window = _window(digest.until - digest.since, lang)
+    if lang is Lang.ZH:
+        line = f"{window}：新开 {digest.opened} 起，已解决 {digest.resolved} 起"
+        if digest.superseded:
+            line += f"，被取代 {digest.superseded} 起"
+        if digest.reopened:
+            line += f"；反复发作 {digest.flapped} 起，重开 {digest.reopened} 次"
+        return line
+    line = f"{window}: {digest.opened} opened, {digest.resolved} resolved"
+    if digest.superseded:
+        line += f", {digest.superseded} superseded"
+    if digest.reopened:
+        cycles = "reopen cycle" if digest.reopened == 1 else "reopen cycles"
+        line += f"; {digest.flapped} flapped, {digest.reopened} {cycles}"
+    return line
+
+
+def _what(rules: str, notes: Sequence[OutNote], lang: Lang) -> str:
+    """The incidents holding a node out, and how it is out where that is not gpubot's own
+    cordon: `xid-79 (not Ready)`, `cordoned by hand, no open incident`."""
+    words = _NOTES[lang]
+    comma = "，" if lang is Lang.ZH else ", "
+    if not rules:
+        return comma.join([*(words[n] for n in notes), words["no-incident"]])
+    told = [words[n] for n in notes if n != "cordoned-by-gpubot"]
+    if not told:
+        return rules
+    return f"{rules}（{comma.join(told)}）" if lang is Lang.ZH else f"{rules} ({comma.join(told)})"
+
+
+def still_out_note(digest: Digest, lang: Lang = Lang.EN) -> str | None:
+    """What a digest built without the cluster must add: its nodes out of service are only
+    those the timelines show. None when the cluster was read."""
+    if digest.still_out_live:
+        return None
+    if lang is Lang.ZH:
+        return "（下线节点仅依据事件时间线，未读取集群。）"
+    return "(Nodes out of service as far as the timelines show: the cluster was not read.)"
+
+
 def digest_lines(digest: Digest, lang: Lang = Lang.EN) -> list[str]:
     """The digest as plain lines (the chart needs a monospace font: a code block in Slack).
     Times are shown in the zone of `digest.until`."""
@@ -219,14 +455,7 @@ def digest_lines(digest: Digest, lang: Lang = Lang.EN) -> list[str]:
         day = "quiet day" if digest.until - digest.since <= timedelta(days=1) else "all quiet"
         return [f"{window}: {day}: no incidents, every node in service."]
 
-    lines = []
-    if zh:
-        reopened = f"（其中重开 {digest.reopened} 起）" if digest.reopened else ""
-        lines.append(f"{window}：新开 {digest.opened} 起{reopened}，已解决 {digest.resolved} 起")
-    else:
-        reopened = f" ({digest.reopened} reopened)" if digest.reopened else ""
-        lines.append(f"{window}: {digest.opened} opened{reopened}, {digest.resolved} resolved")
-
+    lines = [_counts(digest, lang)]
     zone = digest.until.tzinfo
     if digest.still_out:
         count = len(digest.still_out)
@@ -234,13 +463,19 @@ def digest_lines(digest: Digest, lang: Lang = Lang.EN) -> list[str]:
             f"仍处于下线状态的节点（{count} 个）：" if zh else f"Still out of service ({count}):"
         )
         width = max(len(node) for node, _, _ in digest.still_out)
-        for node, since, rule in digest.still_out:
+        for node, since, rules in digest.still_out:
+            what = _what(rules, digest.out_notes.get(node, ()), lang)
+            if since is None:
+                lines.append(
+                    f"  {node.ljust(width)}  {'起始时间不明' if zh else 'since unknown'}  {what}"
+                )
+                continue
             shown = since.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
             lasted = _span((digest.until - since).total_seconds(), lang)
             if zh:
-                lines.append(f"  {node.ljust(width)}  自 {shown} 起（已 {lasted}）  {rule}")
+                lines.append(f"  {node.ljust(width)}  自 {shown} 起（已 {lasted}）  {what}")
             else:
-                lines.append(f"  {node.ljust(width)}  since {shown} ({lasted})  {rule}")
+                lines.append(f"  {node.ljust(width)}  since {shown} ({lasted})  {what}")
     else:
         lines.append("没有节点处于下线状态" if zh else "No node out of service")
 

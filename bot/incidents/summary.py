@@ -1,18 +1,39 @@
 """What the on-call reads when an incident resolves: how long, what was seen, who decided
 what, what was done, the outcome, time to approve and time to recover — from the timeline
-alone, so the summary can never claim what the timeline does not show."""
+alone, so the summary can never claim what the timeline does not show.
+
+An incident that flapped (resolved, then reopened within the reopen window, maybe many times)
+has one summary, not one per cycle:
+
+- *seen*: each distinct "signal", "diagnosis" or "gate" line once, in the order first seen
+  (every reopen writes its diagnosis again: the same words are one observation);
+- *reopened*: the reopen cycles (`from: resolved`, `to: open` in the timeline), said once
+  ("reopened 3 times"); no line when it never reopened;
+- *decided* and *done*: every decision and every action, of every cycle (each happened);
+- *outcome*: how the last cycle ended: the incident's state, and for a resolve its reason (the
+  last resolve's text, e.g. "superseded by incident 7 (...)");
+- *duration* and *time to recover*: from the first open to the last resolve, across the cycles
+  (the digest measures recovery the same way);
+- *time to approve*: from the proposal that the first approval answered (the last proposal
+  before it, in its own cycle) to that approval, not from a proposal of an earlier cycle that
+  nobody answered.
+
+What it must never do: repeat a line once per cycle, or measure across cycles what happened
+within one.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 
-from bot.model import Incident, Lang, TimelineEntry
+from bot.model import Incident, IncidentState, Lang, TimelineEntry
 
 _LABELS = {
     Lang.EN: {
         "duration": "Duration",
+        "reopened": "Reopened",
         "seen": "Seen",
         "decided": "Decided",
         "done": "Done",
@@ -24,6 +45,7 @@ _LABELS = {
     },
     Lang.ZH: {
         "duration": "持续时间",
+        "reopened": "重开",
         "seen": "观察到",
         "decided": "决策",
         "done": "已执行",
@@ -35,36 +57,80 @@ _LABELS = {
     },
 }
 
+_STATES_ZH = {
+    IncidentState.OPEN.value: "待处理",
+    IncidentState.DIAGNOSED.value: "已诊断",
+    IncidentState.AWAITING_APPROVAL.value: "等待审批",
+    IncidentState.APPROVED.value: "已批准",
+    IncidentState.DENIED.value: "已拒绝",
+    IncidentState.EXPIRED.value: "已过期",
+    IncidentState.EXECUTING.value: "执行中",
+    IncidentState.SUCCEEDED.value: "已成功",
+    IncidentState.FAILED.value: "失败",
+    IncidentState.RESOLVED.value: "已解决",
+}
+
 
 @dataclass(frozen=True)
 class Summary:
     incident: Incident
     duration: timedelta | None
     seen: list[str] = field(default_factory=list)
+    """Each distinct line once, in the order first seen."""
     decided: list[str] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     outcome: str = ""
+    """The state the last cycle ended in (an `IncidentState` value)."""
     time_to_approve: timedelta | None = None
     time_to_recover: timedelta | None = None
+    reopened: int = 0
+    """Reopen cycles in the timeline."""
+    outcome_reason: str = ""
+    """Why the last cycle ended: its resolve's text; "" while it has not."""
 
 
-def _first(entries: Sequence[TimelineEntry], *kinds: str) -> datetime | None:
-    return next((e.at for e in entries if e.kind in kinds), None)
+def _reopens(entry: TimelineEntry) -> bool:
+    return (
+        entry.kind == "state"
+        and entry.data.get("from") == IncidentState.RESOLVED.value
+        and entry.data.get("to") == IncidentState.OPEN.value
+    )
+
+
+def _time_to_approve(entries: Sequence[TimelineEntry]) -> timedelta | None:
+    approval = next((e for e in entries if e.kind == "approval"), None)
+    if approval is None:
+        return None
+    asked = [e.at for e in entries if e.kind == "proposal" and e.at <= approval.at]
+    return approval.at - asked[-1] if asked else None
+
+
+def _reason(entries: Sequence[TimelineEntry], state: IncidentState) -> str:
+    """The last resolve's text, if the incident is resolved and it says more than the move."""
+    if state is not IncidentState.RESOLVED:
+        return ""
+    last = next((e for e in reversed(entries) if e.kind == "resolve"), None)
+    if last is None:
+        return ""
+    moved = f"{last.data.get('from')} → {last.data.get('to')}"
+    return "" if last.text == moved else last.text
 
 
 def summarize(incident: Incident, entries: Sequence[TimelineEntry]) -> Summary:
-    proposed = _first(entries, "proposal")
-    approved = _first(entries, "approval")
     resolved = incident.resolved_at
     return Summary(
         incident=incident,
         duration=(resolved - incident.opened_at) if resolved else None,
-        seen=[e.text for e in entries if e.kind in ("signal", "diagnosis", "gate")],
+        seen=list(
+            dict.fromkeys(e.text for e in entries if e.kind in ("signal", "diagnosis", "gate"))
+        ),
         decided=[f"{e.actor}: {e.text}" for e in entries if e.kind in ("approval", "denial")],
         done=[e.text for e in entries if e.kind == "action-result"],
         outcome=incident.state.value,
-        time_to_approve=(approved - proposed) if proposed and approved else None,
+        time_to_approve=_time_to_approve(entries),
         time_to_recover=(resolved - incident.opened_at) if resolved else None,
+        reopened=sum(1 for e in entries if _reopens(e)),
+        outcome_reason=_reason(entries, incident.state),
     )
 
 
@@ -77,16 +143,35 @@ def _span(value: timedelta | None, fallback: str) -> str:
     return f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {secs:02d}s"
 
 
+def _times(n: int, lang: Lang) -> str:
+    if lang is Lang.ZH:
+        return f"{n} 次"
+    return "once" if n == 1 else f"{n} times"
+
+
+def _outcome(summary: Summary, lang: Lang) -> str:
+    """The last cycle's end: `resolved: superseded by incident 7 (...)`."""
+    if lang is Lang.ZH:
+        state = _STATES_ZH.get(summary.outcome, summary.outcome)
+        return f"{state}：{summary.outcome_reason}" if summary.outcome_reason else state
+    state = summary.outcome
+    return f"{state}: {summary.outcome_reason}" if summary.outcome_reason else state
+
+
 def summary_lines(summary: Summary, lang: Lang = Lang.EN) -> list[tuple[str, str]]:
-    """(label, text) pairs, for a terminal table, Markdown or a Slack section."""
+    """(label, text) pairs, for a terminal table, Markdown or a Slack section. The reopen
+    line only for an incident that reopened."""
     labels = _LABELS[lang]
     none = labels["none"]
+    lines = [(labels["duration"], _span(summary.duration, labels["open"]))]
+    if summary.reopened:
+        lines.append((labels["reopened"], _times(summary.reopened, lang)))
     return [
-        (labels["duration"], _span(summary.duration, labels["open"])),
+        *lines,
         (labels["seen"], "\n".join(summary.seen) or none),
         (labels["decided"], "\n".join(summary.decided) or none),
         (labels["done"], "\n".join(summary.done) or none),
-        (labels["outcome"], summary.outcome),
+        (labels["outcome"], _outcome(summary, lang)),
         (labels["to_approve"], _span(summary.time_to_approve, none)),
         (labels["to_recover"], _span(summary.time_to_recover, labels["open"])),
     ]

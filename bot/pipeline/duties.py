@@ -20,8 +20,10 @@ from zoneinfo import ZoneInfo
 
 from bot.clock import Clock
 from bot.config import Settings
-from bot.errors import StateChanged
-from bot.incidents.digest import build_digest, digest_lines
+from bot.errors import GpubotError, StateChanged
+from bot.evidence.collecting import collect_facts
+from bot.evidence.live import read_snapshot
+from bot.incidents.digest import OutOfService, build_digest, digest_lines, still_out_note
 from bot.incidents.lifecycle import IllegalTransition
 from bot.kube.objects import name_of, spec_of
 from bot.model import Incident, IncidentState
@@ -29,6 +31,7 @@ from bot.names import GPUBOT
 from bot.pipeline.passes import DiagnosisPass
 from bot.pipeline.relay import DecisionRelay
 from bot.ports import Chat, Cluster, Store
+from bot.remediate.blast_radius import out_of_service
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
 
@@ -150,10 +153,29 @@ class LeaderDuties:
         return self.passes.run([], nodes=cordoned)
 
     def post_digest(self, window: timedelta = timedelta(days=1)) -> list[str]:
-        """The daily digest to the channel, in the zone the on-call reads clocks in."""
+        """The daily digest to the channel, in the zone the on-call reads clocks in. Nodes
+        out of service are those the blast radius counts now (cordoned by anyone, or not
+        Ready), read from the cluster; when it cannot be read, the digest still goes out,
+        with them as far as the timelines show, and says so."""
         zone = ZoneInfo(self.settings.schedule.digest_tz)
-        told = digest_lines(
-            build_digest(self.store, self.clock().astimezone(zone), window), self.settings.lang
-        )
+        now = self.clock()
+        out: dict[str, OutOfService] | None
+        try:
+            facts = collect_facts(
+                read_snapshot(self.cluster), self.store.active_signals(), self.settings, now
+            )
+        except GpubotError:
+            log.warning("the digest could not read the cluster", exc_info=True)
+            out = None
+        else:
+            out = {
+                name: OutOfService.of(node, facts.observed_at)
+                for name, node in facts.nodes.items()
+                if out_of_service(node)
+            }
+        digest = build_digest(self.store, now.astimezone(zone), window, out_of_service=out)
+        told = digest_lines(digest, self.settings.lang)
+        note = still_out_note(digest, self.settings.lang)  # said only when not read
+        told = [*told, note] if note else told
         self.chat.post_notice("\n".join(told), monospace=True)
         return told

@@ -1,9 +1,12 @@
 """The daily digest, from real incidents in a real store (SQLite and PostgreSQL): what was
-opened and resolved in the window, which nodes the bot still holds out of service, repeat
-offenders, the top symptoms as a chart, the median time to recover; and when it runs."""
+opened and resolved in the window (each incident once, its reopen cycles apart, superseded ones
+apart), which nodes are out of service (as the cluster shows them when it is read, else as the
+timelines show), repeat offenders, the top symptoms as a chart, the median time to recover;
+and when it runs."""
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,12 +15,25 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from rich.console import Console
 
+from bot.chat.console import ConsoleChat
+from bot.config import Settings
 from bot.errors import InputError
-from bot.incidents.digest import Digest, build_digest, digest_lines, next_run
-from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, TimelineEntry
+from bot.incidents.digest import (
+    Digest,
+    OutOfService,
+    build_digest,
+    digest_lines,
+    next_run,
+    still_out_note,
+)
+from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
+from bot.pipeline.service import Service
 from bot.ports import ExecutionOutcome
+from bot.roots.offline import load_ruleset
 from bot.store.sql import SqlStore
+from gpusim import faults
 from tests.helpers.builders import diagnosis
 from tests.helpers.rigs import make_rig
 from tests.helpers.stores import STORE_KINDS, open_store
@@ -247,7 +263,9 @@ def test_no_repeat_offender_line_when_every_node_had_one(store: SqlStore) -> Non
     assert not [line for line in digest_lines(digest, Lang.ZH) if "反复" in line]
 
 
-def test_a_flapping_incident_counts_each_reopen_and_recovers_from_it(store: SqlStore) -> None:
+def test_a_flapping_incident_is_one_incident_and_recovers_from_its_first_open(
+    store: SqlStore,
+) -> None:
     h = timedelta(hours=1)
     first = opened(store, "gpu-a1", "xid-79", T0 - 10 * h)
     resolve(store, first, T0 - 9 * h)
@@ -255,13 +273,259 @@ def test_a_flapping_incident_counts_each_reopen_and_recovers_from_it(store: SqlS
     assert again.id == first.id and again.reopened == 1
     resolve(store, again, T0 - 4 * h)
     digest = build_digest(store, T0)
-    assert (digest.opened, digest.reopened, digest.resolved) == (2, 1, 2)
-    assert digest.median_recover_s == 3600  # from the reopen, not from the first open
-    assert digest.repeat_offenders == [("gpu-a1", 2)]
-    assert digest_lines(digest, Lang.EN)[0] == "Last 24 hours: 2 opened (1 reopened), 2 resolved"
-    assert (
-        digest_lines(digest, Lang.ZH)[0] == "过去 24 小时：新开 2 起（其中重开 1 起），已解决 2 起"
+    # One incident, opened once and resolved once; its reopen is a cycle of its own.
+    assert (digest.opened, digest.reopened, digest.flapped, digest.resolved) == (1, 1, 1, 1)
+    assert digest.median_recover_s == 6 * 3600  # from its first open to its final resolve
+    assert digest.repeat_offenders == [("gpu-a1", 2)]  # it went bad twice
+    assert digest.top_symptoms == [("xid-79", 1)]
+    assert digest_lines(digest, Lang.EN)[0] == (
+        "Last 24 hours: 1 opened, 1 resolved; 1 flapped, 1 reopen cycle"
     )
+    assert digest_lines(digest, Lang.ZH)[0] == (
+        "过去 24 小时：新开 1 起，已解决 1 起；反复发作 1 起，重开 1 次"
+    )
+
+
+def an_hour_live(store: SqlStore) -> None:
+    """What the live hour showed: incidents that resolve and reopen again and again, one
+    opened before the window that flaps inside it, better diagnoses superseding first ones
+    (as the pass writes it, and as a newer gpubot writes it: `superseded_by` in the data)."""
+    h = timedelta(hours=1)
+    six_hours = 6 * 3600
+    # gpu-a1: opened, then reopened twice; over at -14 h: 6 h from its first open.
+    flapper = opened(store, "gpu-a1", "xid-79", T0 - 20 * h)
+    resolve(store, flapper, T0 - 19 * h)
+    opened(store, "gpu-a1", "xid-79", T0 - 18 * h, reopen_window_s=six_hours)
+    resolve(store, flapper, T0 - 17 * h)
+    opened(store, "gpu-a1", "xid-79", T0 - 15 * h, reopen_window_s=six_hours)
+    resolve(store, flapper, T0 - 14 * h)
+    # gpu-b1: opened yesterday before the window, reopened inside it, over at -9 h.
+    early = opened(store, "gpu-b1", "ecc-uncorrectable", T0 - 30 * h)
+    resolve(store, early, T0 - 29 * h)
+    opened(store, "gpu-b1", "ecc-uncorrectable", T0 - 10 * h, reopen_window_s=24 * 3600)
+    resolve(store, early, T0 - 9 * h)
+    # gpu-a3: a first story superseded by a better one (the pass's words); that one took 2 h.
+    first = opened(store, "gpu-a3", "gpu-missing", T0 - 8 * h)
+    better = opened(store, "gpu-a3", "gpu-fell-off-bus", T0 - 7 * h)
+    store.transition(
+        first.id,
+        S.RESOLVED,
+        "gpubot",
+        T0 - 7 * h,
+        f"superseded by incident {better.id} ({better.rule})",
+    )
+    resolve(store, better, T0 - 5 * h)
+    # gpu-a4: the same, said in the data; the better one is still open.
+    first = opened(store, "gpu-a4", "gpu-missing", T0 - 6 * h)
+    better = opened(store, "gpu-a4", "gpu-fell-off-bus", T0 - 6 * h + timedelta(minutes=30))
+    store.transition(
+        first.id,
+        S.RESOLVED,
+        "gpubot",
+        T0 - 6 * h + timedelta(minutes=30),
+        "a better diagnosis took over",
+        data={"superseded_by": better.id},
+    )
+    # gpu-a5: resolved and reopened: open again when the digest runs.
+    again = opened(store, "gpu-a5", "xid-79", T0 - 3 * h)
+    resolve(store, again, T0 - 2 * h)
+    opened(store, "gpu-a5", "xid-79", T0 - h, reopen_window_s=six_hours)
+
+
+def test_each_incident_counts_once_reopens_apart_and_superseded_ones_are_no_recovery(
+    store: SqlStore,
+) -> None:
+    an_hour_live(store)
+    digest = build_digest(store, T0)
+    # Opened: the six new incidents of the window (not gpu-b1's, opened before it).
+    assert digest.opened == 6
+    # Reopen cycles: gpu-a1 2, gpu-b1 1, gpu-a5 1; three incidents flapped.
+    assert (digest.reopened, digest.flapped) == (4, 3)
+    # Recovered: gpu-a1 (6 h), gpu-b1 (21 h), gpu-a3's better one (2 h); two superseded.
+    assert (digest.resolved, digest.superseded) == (3, 2)
+    assert digest.median_recover_s == 6 * 3600
+    assert digest.repeat_offenders == [("gpu-a1", 3), ("gpu-a3", 2), ("gpu-a4", 2), ("gpu-a5", 2)]
+    assert digest.top_symptoms == [
+        ("gpu-fell-off-bus", 2),
+        ("gpu-missing", 2),
+        ("xid-79", 2),
+        ("ecc-uncorrectable", 1),
+    ]
+
+
+def test_an_hour_live_in_english_and_chinese(store: SqlStore) -> None:
+    an_hour_live(store)
+    assert digest_lines(build_digest(store, T0), Lang.EN) == [
+        "Last 24 hours: 6 opened, 3 resolved, 2 superseded; 3 flapped, 4 reopen cycles",
+        "No node out of service",
+        "Repeat offenders: gpu-a1 (3×), gpu-a3 (2×), gpu-a4 (2×), gpu-a5 (2×)",
+        "Most frequent symptoms:",
+        "  gpu-fell-off-bus   ██ 2",
+        "  gpu-missing        ██ 2",
+        "  xid-79             ██ 2",
+        "  ecc-uncorrectable  █ 1",
+        "Median time to recover: 6h 00m (over 3 resolved)",
+    ]
+    zh = digest_lines(build_digest(store, T0.astimezone(SHANGHAI)), Lang.ZH)
+    assert zh[0] == "过去 24 小时：新开 6 起，已解决 3 起，被取代 2 起；反复发作 3 起，重开 4 次"
+    assert zh[-1] == "恢复时间中位数：6 小时 0 分（共 3 起已解决）"
+
+
+def test_a_superseded_or_reopened_day_is_not_quiet(store: SqlStore) -> None:
+    h = timedelta(hours=1)
+    flapper = opened(store, "gpu-a1", "xid-79", T0 - 30 * h)
+    resolve(store, flapper, T0 - 29 * h)
+    opened(store, "gpu-a1", "xid-79", T0 - 3 * h, reopen_window_s=30 * 3600)
+    digest = build_digest(store, T0)
+    assert (digest.opened, digest.reopened, digest.flapped) == (0, 1, 1)
+    assert not digest.quiet
+    assert digest_lines(digest, Lang.EN)[0] == (
+        "Last 24 hours: 0 opened, 0 resolved; 1 flapped, 1 reopen cycle"
+    )
+
+
+# ---- nodes out of service, as the cluster shows them -----------------------------------------
+
+
+def a_cluster_with_nodes_out(store: SqlStore) -> dict[str, OutOfService]:
+    """The timelines, and the nodes the blast radius counts as out of service now."""
+    h = timedelta(hours=1)
+    # gpu-a1: drained by gpubot three days ago; the node shows no cordon time.
+    old = opened(store, "gpu-a1", "gpu-fell-off-bus", T0 - 72 * h)
+    act(store, old, Action.DRAIN, T0 - 71 * h)
+    # gpu-a2: cordoned by gpubot, its incident resolved while the node stayed cordoned.
+    kept = opened(store, "gpu-a2", "gpu-fell-off-bus", T0 - 5 * h)
+    act(store, kept, Action.CORDON, T0 - 4 * h)
+    resolve(store, kept, T0 - h)
+    # gpu-a5: drained by gpubot, then uncordoned by hand: back in service, whatever the
+    # timeline says.
+    back = opened(store, "gpu-a5", "gpu-fell-off-bus", T0 - 3 * h)
+    act(store, back, Action.DRAIN, T0 - 2 * h)
+    # gpu-h2: an open incident gpubot did nothing about; someone cordoned the node.
+    opened(store, "gpu-h2", "xid-79", T0 - 90 * timedelta(minutes=1))
+    # gpu-a4: an open incident; the node is NotReady, not cordoned.
+    opened(store, "gpu-a4", "xid-79", T0 - 30 * timedelta(minutes=1))
+    return {
+        "gpu-a1": OutOfService(cordoned=True, not_ready=False),
+        "gpu-a2": OutOfService(
+            cordoned=True, not_ready=False, cordoned_at=T0 - 4 * h - timedelta(minutes=1)
+        ),
+        "gpu-h1": OutOfService(cordoned=True, not_ready=False, cordoned_at=T0 - 2 * h),
+        "gpu-h2": OutOfService(cordoned=True, not_ready=False, cordoned_at=T0 - h),
+        "gpu-a4": OutOfService(cordoned=False, not_ready=True),
+        "gpu-n1": OutOfService(cordoned=False, not_ready=True),
+    }
+
+
+def test_still_out_is_every_node_the_cluster_shows_out_with_since_and_its_incidents(
+    store: SqlStore,
+) -> None:
+    out = a_cluster_with_nodes_out(store)
+    digest = build_digest(store, T0, out_of_service=out)
+    assert digest.still_out == [
+        ("gpu-a1", T0 - timedelta(hours=71), "gpu-fell-off-bus"),
+        ("gpu-a2", T0 - timedelta(hours=4, minutes=1), ""),
+        ("gpu-h1", T0 - timedelta(hours=2), ""),
+        ("gpu-h2", T0 - timedelta(hours=1), "xid-79"),
+        ("gpu-a4", None, "xid-79"),
+        ("gpu-n1", None, ""),
+    ]
+    assert digest_lines(digest, Lang.EN) == [
+        "Last 24 hours: 4 opened, 1 resolved",
+        "Still out of service (6):",
+        "  gpu-a1  since 2026-11-29 10:00 UTC (2d 23h)  gpu-fell-off-bus",
+        "  gpu-a2  since 2026-12-02 04:59 UTC (4h 01m)  cordoned by gpubot, no open incident",
+        "  gpu-h1  since 2026-12-02 07:00 UTC (2h 00m)  cordoned by hand, no open incident",
+        "  gpu-h2  since 2026-12-02 08:00 UTC (1h 00m)  xid-79 (cordoned by hand)",
+        "  gpu-a4  since unknown  xid-79 (not Ready)",
+        "  gpu-n1  since unknown  not Ready, no open incident",
+        "Most frequent symptoms:",
+        "  gpu-fell-off-bus  ██ 2",
+        "  xid-79            ██ 2",
+        "Median time to recover: 4h 00m (over 1 resolved)",
+    ]
+    zh = digest_lines(build_digest(store, T0.astimezone(SHANGHAI), out_of_service=out), Lang.ZH)
+    assert zh[1:8] == [
+        "仍处于下线状态的节点（6 个）：",
+        "  gpu-a1  自 2026-11-29 18:00 CST 起（已 2 天 23 小时）  gpu-fell-off-bus",
+        "  gpu-a2  自 2026-12-02 12:59 CST 起（已 4 小时 1 分）  由 gpubot 封锁，无未解决的事件",
+        "  gpu-h1  自 2026-12-02 15:00 CST 起（已 2 小时 0 分）  手动封锁，无未解决的事件",
+        "  gpu-h2  自 2026-12-02 16:00 CST 起（已 1 小时 0 分）  xid-79（手动封锁）",
+        "  gpu-a4  起始时间不明  xid-79（未就绪）",
+        "  gpu-n1  起始时间不明  未就绪，无未解决的事件",
+    ]
+    assert still_out_note(digest, Lang.EN) is None
+
+
+def test_without_the_cluster_still_out_is_what_the_timelines_show_and_says_so(
+    store: SqlStore,
+) -> None:
+    a_cluster_with_nodes_out(store)
+    digest = build_digest(store, T0)
+    # The timelines alone: gpubot's take-outs on unresolved incidents, even gpu-a5's that a
+    # person undid; nothing cordoned by hand, nothing NotReady.
+    assert [node for node, _, _ in digest.still_out] == ["gpu-a1", "gpu-a5"]
+    assert still_out_note(digest, Lang.EN) == (
+        "(Nodes out of service as far as the timelines show: the cluster was not read.)"
+    )
+    assert still_out_note(digest, Lang.ZH) == "（下线节点仅依据事件时间线，未读取集群。）"
+
+
+def test_a_day_without_incidents_but_a_node_cordoned_by_hand_is_not_quiet(
+    store: SqlStore,
+) -> None:
+    out = {
+        "gpu-h1": OutOfService(cordoned=True, not_ready=False, cordoned_at=T0 - timedelta(hours=30))
+    }
+    digest = build_digest(store, T0, out_of_service=out)
+    assert not digest.quiet
+    assert digest_lines(digest, Lang.EN) == [
+        "Last 24 hours: 0 opened, 0 resolved",
+        "Still out of service (1):",
+        "  gpu-h1  since 2026-12-01 03:00 UTC (1d 6h)  cordoned by hand, no open incident",
+        "Median time to recover: none resolved",
+    ]
+
+
+def test_out_of_service_is_read_from_a_nodes_facts() -> None:
+    cordoned = NodeFacts(name="gpu-a1", unschedulable=True, cordoned_for_s=7200, ready="True")
+    assert OutOfService.of(cordoned, T0) == OutOfService(
+        cordoned=True, not_ready=False, cordoned_at=T0 - timedelta(hours=2)
+    )
+    down = NodeFacts(name="gpu-a2", ready="Unknown")
+    assert OutOfService.of(down, T0) == OutOfService(cordoned=False, not_ready=True)
+
+
+def test_the_leaders_digest_reads_the_cluster_for_nodes_out_of_service(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    rig = make_rig(sim_cluster, tmp_path)
+    rig.clock.now = rig.clock.now.replace(microsecond=0)
+    try:
+        started = rig.clock.now
+        assert rig.executor.approve(rig.request(Action.CORDON), "alice").status == "acted"
+        faults.cordon(rig.server.store, "gpu-a1", started - timedelta(hours=2))  # by hand
+        rig.clock.now += timedelta(minutes=30)
+        settings = Settings()
+        service = Service(
+            settings=settings,
+            rules=load_ruleset(settings),
+            store=rig.store,
+            cluster=rig.cluster,
+            chat=ConsoleChat(Console(file=io.StringIO(), width=200), Lang.EN),
+            executor=rig.executor,
+            clock=rig.clock,
+        )
+        told = service.post_digest()
+        shown = started.strftime("%Y-%m-%d %H:%M UTC")
+        by_hand = (started - timedelta(hours=2)).strftime("%Y-%m-%d %H:%M UTC")
+        out = told[told.index("Still out of service (2):") + 1 :][:2]
+        assert out == [
+            f"  gpu-a1  since {by_hand} (2h 30m)  cordoned by hand, no open incident",
+            f"  gpu-a3  since {shown} (30m 00s)  gpu-fell-off-bus",
+        ]
+    finally:
+        rig.store.close()
 
 
 def test_at_most_five_symptoms_most_first(store: SqlStore) -> None:
