@@ -70,7 +70,7 @@ from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, SHUTDOWN_ANNOTATION, Store
+from gpusim.state import BY_KIND, SHUTDOWN_ANNOTATION, ClusterState
 
 T = TypeVar("T")
 NODE = "gpu-a1"
@@ -137,7 +137,7 @@ class CountingServer:
     without it the comparison measures the simulator more than either tool."""
 
     def __init__(self, items: list[objects.Json], *, nodelay: bool = True) -> None:
-        store = Store()
+        store = ClusterState()
         store.load(items)
         self.server = SimulatedApiServer(store)
         self.requests: Counter[str] = Counter()

@@ -24,13 +24,13 @@ import yaml
 
 from gpusim import controllers, faults
 from gpusim.serving import LoopbackServer
-from gpusim.store import (
+from gpusim.state import (
     BY_PLURAL,
     RESOURCES,
     ApiError,
+    ClusterState,
     Json,
     ResourceType,
-    Store,
     WatchEvent,
 )
 
@@ -152,7 +152,7 @@ _PULL_FAILURES = {
 """How the kubelet words the common waiting reasons when asked for a container's log."""
 
 
-def _pod_log(store: Store, pod: Json, query: dict[str, str]) -> str:
+def _pod_log(store: ClusterState, pod: Json, query: dict[str, str]) -> str:
     """`GET pods/NAME/log`: what the simulated kubelet kept of a container it ran (the
     `nvidia-smi -L` pods, see `controllers.container_log`); for a pod on a node whose container
     has not started, the kubelet's 400 (`validateContainerLogStatus`); otherwise one generic
@@ -196,8 +196,8 @@ def _list_kind(resource: ResourceType) -> str:
 class SimulatedApiServer:
     """The HTTP server; `store` is the state tests and fault injection act on."""
 
-    def __init__(self, store: Store | None = None, port: int = 0) -> None:
-        self.store = store or Store()
+    def __init__(self, store: ClusterState | None = None, port: int = 0) -> None:
+        self.store = store or ClusterState()
         self._stop = threading.Event()
         server = self
 
@@ -505,7 +505,7 @@ def _object(body: Any, resource: ResourceType) -> Json:
 
 
 @contextmanager
-def running(store: Store | None = None) -> Iterator[SimulatedApiServer]:
+def running(store: ClusterState | None = None) -> Iterator[SimulatedApiServer]:
     server = SimulatedApiServer(store).start()
     try:
         yield server

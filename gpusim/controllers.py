@@ -3,7 +3,7 @@
 Opt-in: nothing here runs unless someone builds `Controllers(store)` and calls `reconcile()`
 (one deterministic round, for tests) or `start()` (a background thread that follows the
 store's watch history of pods, nodes, DaemonSets and ReplicaSets and reconciles after each
-burst of changes) and later `stop()`. Every change goes through `Store.create` / `replace` /
+burst of changes) and later `stop()`. Every change goes through `ClusterState.create` / `replace` /
 `delete`, so watchers and kubectl see the same sequence a real cluster shows.
 
 What each part does, and where it stops short of the real component:
@@ -120,7 +120,7 @@ from bot.kube.objects import (
 from gpusim.faults import gpu_state
 from gpusim.metrics import XID_FELL_OFF_BUS, gpu_uuid, model_name, pci_bus_id
 from gpusim.objects import GPU_OPERATOR_NS, Json, ts
-from gpusim.store import BY_KIND, ApiError, ResourceType, Store
+from gpusim.state import BY_KIND, ApiError, ClusterState, ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -458,11 +458,12 @@ class _Attempt:
 
 
 class Controllers:
-    """kubelet, kube-scheduler and the Job / ReplicaSet / DaemonSet controllers over a Store."""
+    """kubelet, kube-scheduler and the Job / ReplicaSet / DaemonSet controllers over a
+    ClusterState."""
 
     def __init__(
         self,
-        store: Store,
+        store: ClusterState,
         now_fn: Callable[[], datetime] | None = None,
         *,
         hide_taint_values: bool = False,
@@ -1538,7 +1539,7 @@ def _argv(container: Json) -> list[str]:
     return [str(a) for a in [*(container.get("command") or []), *(container.get("args") or [])]]
 
 
-def _driver_loaded(store: Store, node: Json) -> bool:
+def _driver_loaded(store: ClusterState, node: Json) -> bool:
     """A driver the GPU Operator deploys is loaded while its pod is Running and Ready; a node
     without `nvidia.com/gpu.deploy.driver=true` has its driver on the host."""
     if labels_of(node).get("nvidia.com/gpu.deploy.driver") != "true":
@@ -1556,7 +1557,7 @@ def _node_gpus(node: Json) -> int:
     return quantity((_status(node).get("capacity") or {}).get(GPU_RESOURCE, 0))
 
 
-def _visible_gpus(store: Store, container: Json, node: Json) -> list[int]:
+def _visible_gpus(store: ClusterState, container: Json, node: Json) -> list[int]:
     """Host indices of the GPUs the container runtime hands the container."""
     count = _node_gpus(node)
     env = {
@@ -1575,7 +1576,7 @@ def _visible_gpus(store: Store, container: Json, node: Json) -> list[int]:
     return healthy[:requested]
 
 
-def _nvidia_smi(store: Store, container: Json, node: Json) -> tuple[int, str]:
+def _nvidia_smi(store: ClusterState, container: Json, node: Json) -> tuple[int, str]:
     """`nvidia-smi -L` in `container` on `node`: its exit code and what it printed."""
     if not _driver_loaded(store, node):
         return _SMI_DRIVER_NOT_LOADED, NVIDIA_SMI_NO_DRIVER + "\n"
@@ -1628,16 +1629,18 @@ def _finished_status(pod: Json, node: Json, now: datetime, exits: Mapping[str, i
     return status
 
 
-_LOGS: weakref.WeakKeyDictionary[Store, dict[tuple[str, str], str]] = weakref.WeakKeyDictionary()
+_LOGS: weakref.WeakKeyDictionary[ClusterState, dict[tuple[str, str], str]] = (
+    weakref.WeakKeyDictionary()
+)
 _LOGS_LOCK = threading.Lock()
 
 
-def _keep_log(store: Store, pod: Json, container: str, output: str) -> None:
+def _keep_log(store: ClusterState, pod: Json, container: str, output: str) -> None:
     with _LOGS_LOCK:
         _LOGS.setdefault(store, {})[(_uid(pod), container)] = output
 
 
-def _forget_logs(store: Store, uids: set[str]) -> None:
+def _forget_logs(store: ClusterState, uids: set[str]) -> None:
     if not uids:
         return
     with _LOGS_LOCK:
@@ -1646,7 +1649,7 @@ def _forget_logs(store: Store, uids: set[str]) -> None:
             del logs[key]
 
 
-def container_log(store: Store, pod: Json, container: str) -> str | None:
+def container_log(store: ClusterState, pod: Json, container: str) -> str | None:
     """What `container` of `pod` printed, as the simulated kubelet kept it; None when it kept
     nothing (it runs no program of that pod). Kept by pod uid, as container logs live with the
     pod on its node: a new pod of the same name starts without, and a deleted pod's go."""

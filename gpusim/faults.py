@@ -1,6 +1,6 @@
 """Fault injection: change the simulated cluster the way the real components would.
 
-Each fault writes through `Store.patch` / `create` / `delete` / `evict`, so resourceVersions
+Each fault writes through `ClusterState.patch` / `create` / `delete` / `evict`, so resourceVersions
 move and watchers see the same sequence of events a real cluster shows. Field values, label
 values, container-status shapes and Event reason/message/source follow the component that
 makes the change in a real cluster:
@@ -54,7 +54,7 @@ from bot.kube.objects import (
 )
 from gpusim.objects import GPU_OPERATOR_NS, Json, running_conditions, ts
 from gpusim.patching import STRATEGIC_PATCH
-from gpusim.store import BY_KIND, ApiError, Store
+from gpusim.state import BY_KIND, ApiError, ClusterState
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
@@ -133,11 +133,11 @@ class _SimState:
     """node -> driver version an upgrade in progress installs."""
 
 
-_STATES: weakref.WeakKeyDictionary[Store, _SimState] = weakref.WeakKeyDictionary()
+_STATES: weakref.WeakKeyDictionary[ClusterState, _SimState] = weakref.WeakKeyDictionary()
 _STATES_LOCK = threading.Lock()
 
 
-def _sim_state(store: Store) -> _SimState:
+def _sim_state(store: ClusterState) -> _SimState:
     with _STATES_LOCK:
         state = _STATES.get(store)
         if state is None:
@@ -145,7 +145,7 @@ def _sim_state(store: Store) -> _SimState:
         return state
 
 
-def gpu_state(store: Store) -> dict[str, dict[int, dict[str, Any]]]:
+def gpu_state(store: ClusterState) -> dict[str, dict[int, dict[str, Any]]]:
     """node -> GPU index -> what DCGM would report for it; only GPUs a fault touched.
 
     Fields: `xid` (last Xid, the `DCGM_FI_DEV_XID_ERRORS` gauge; 0 = none), `healthy` (the
@@ -156,7 +156,7 @@ def gpu_state(store: Store) -> dict[str, dict[int, dict[str, Any]]]:
     return _sim_state(store).gpus
 
 
-def _gpu(store: Store, node: str, index: int) -> dict[str, Any]:
+def _gpu(store: ClusterState, node: str, index: int) -> dict[str, Any]:
     return (
         gpu_state(store)
         .setdefault(node, {})
@@ -200,20 +200,20 @@ def _backoff_s(restarts: int) -> int:
     return int(min(10 * 2 ** max(0, restarts - 1), 300))
 
 
-def _patch(store: Store, kind: str, namespace: str, name: str, body: Json) -> Json:
+def _patch(store: ClusterState, kind: str, namespace: str, name: str, body: Json) -> Json:
     return store.patch(BY_KIND[kind], namespace, name, STRATEGIC_PATCH, body)
 
 
-def _node(store: Store, name: str) -> Json:
+def _node(store: ClusterState, name: str) -> Json:
     return store.get(BY_KIND["Node"], "", name)
 
 
-def _pods_on(store: Store, node: str) -> list[Json]:
+def _pods_on(store: ClusterState, node: str) -> list[Json]:
     pods, _ = store.list(BY_KIND["Pod"], "", field_selector=f"spec.nodeName={node}")
     return pods
 
 
-def _operator_pod(store: Store, node: str, app: str) -> Json | None:
+def _operator_pod(store: ClusterState, node: str, app: str) -> Json | None:
     pods, _ = store.list(BY_KIND["Pod"], GPU_OPERATOR_NS, f"app={app}", f"spec.nodeName={node}")
     live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     return live[0] if live else None
@@ -262,14 +262,16 @@ def _require_int(fault: str, name: str, value: Any, minimum: int) -> int:
     return value
 
 
-def _set_allocatable(store: Store, node: str, value: int, capacity: int | None = None) -> None:
+def _set_allocatable(
+    store: ClusterState, node: str, value: int, capacity: int | None = None
+) -> None:
     status: Json = {"allocatable": {GPU_RESOURCE: str(value)}}
     if capacity is not None:
         status["capacity"] = {GPU_RESOURCE: str(capacity)}
     _patch(store, "Node", "", node, {"status": status})
 
 
-def _mark_gpu_unhealthy(store: Store, node: str, index: int) -> str | None:
+def _mark_gpu_unhealthy(store: ClusterState, node: str, index: int) -> str | None:
     """The device plugin takes the GPU out of allocatable, once: kubelet reports healthy devices."""
     gpu = _gpu(store, node, index)
     if not gpu["healthy"]:
@@ -310,7 +312,7 @@ def _alert(
 
 
 def _record_event(
-    store: Store,
+    store: ClusterState,
     involved: Json,
     reason: str,
     message: str,
@@ -368,7 +370,7 @@ def _record_event(
             nanos += 1
 
 
-def _node_status_event(store: Store, node: Json, status: str, at: datetime) -> None:
+def _node_status_event(store: ClusterState, node: Json, status: str, at: datetime) -> None:
     """kubelet's recordNodeStatusEvent: "Node N status is now: STATUS"."""
     _record_event(
         store,
@@ -384,7 +386,7 @@ def _node_status_event(store: Store, node: Json, status: str, at: datetime) -> N
 # ---- cordon (kubectl + node lifecycle controller + kubelet) ---------------------------------
 
 
-def cordon(store: Store, node: str, now: datetime) -> list[str]:
+def cordon(store: ClusterState, node: str, now: datetime) -> list[str]:
     """`kubectl cordon`, then the node lifecycle controller's taint and the kubelet's event."""
     current = _node(store, node)
     if (current.get("spec") or {}).get("unschedulable"):
@@ -398,7 +400,7 @@ def cordon(store: Store, node: str, now: datetime) -> list[str]:
     return [f"{node}: cordoned (spec.unschedulable, taint {_UNSCHEDULABLE_TAINT}:NoSchedule)"]
 
 
-def uncordon(store: Store, node: str, now: datetime) -> list[str]:
+def uncordon(store: ClusterState, node: str, now: datetime) -> list[str]:
     """`kubectl uncordon`, then the controller drops the taint and the kubelet says so."""
     current = _node(store, node)
     if not (current.get("spec") or {}).get("unschedulable"):
@@ -419,7 +421,7 @@ def uncordon(store: Store, node: str, now: datetime) -> list[str]:
 
 @dataclass(frozen=True)
 class _Target:
-    store: Store
+    store: ClusterState
     node: Json
     now: datetime
 
@@ -515,7 +517,7 @@ def _not_ready_conditions(container: str, at: datetime) -> list[Json]:
 
 
 def _make_crashloop(
-    store: Store, pod: Json, restarts: int, now: datetime, node: Json
+    store: ClusterState, pod: Json, restarts: int, now: datetime, node: Json
 ) -> tuple[Json, datetime]:
     container = str(((pod.get("spec") or {}).get("containers") or [{}])[0].get("name", "main"))
     status, began = _crashloop_status(pod, container, restarts, now)
@@ -775,7 +777,7 @@ def _reboot(t: _Target, reapply_mig: bool = False, boot_id: str | None = None) -
     return FaultResult("reboot", t.name, lines)
 
 
-def _restart_containers(store: Store, node: str, down: datetime, now: datetime) -> list[str]:
+def _restart_containers(store: ClusterState, node: str, down: datetime, now: datetime) -> list[str]:
     """After a reboot every running container is gone: restarted (exit 255, reason Unknown)."""
     restarted = 0
     for pod in _pods_on(store, node):
@@ -1012,7 +1014,7 @@ def _driver_labels(version: str) -> dict[str, str]:
     }
 
 
-def _set_upgrade_state(store: Store, node: str, state: str, at: datetime) -> None:
+def _set_upgrade_state(store: ClusterState, node: str, state: str, at: datetime) -> None:
     """NodeUpgradeStateProvider.ChangeNodeUpgradeState: a label patch and a Normal event."""
     patched = _patch(
         store, "Node", "", node, {"metadata": {"labels": {UPGRADE_STATE_LABEL: state}}}
@@ -1028,7 +1030,7 @@ def _set_upgrade_state(store: Store, node: str, state: str, at: datetime) -> Non
 
 
 def _restart_driver_pod(
-    store: Store, node: Json, version: str, at: datetime, crashing: bool
+    store: ClusterState, node: Json, version: str, at: datetime, crashing: bool
 ) -> tuple[Json, list[str]]:
     """The operator deletes the driver pod; the DaemonSet controller creates one from the new
     template (new revision hash, image for `version`), running and ready unless `crashing`."""
@@ -1089,7 +1091,7 @@ def _restart_driver_pod(
     return created, lines
 
 
-def _delete_gpu_pods(store: Store, node: str) -> list[str]:
+def _delete_gpu_pods(store: ClusterState, node: str) -> list[str]:
     """The upgrade controller's pod-deletion step: GPU pods go through the Eviction API."""
     lines = []
     for pod in _pods_on(store, node):
@@ -1106,7 +1108,7 @@ def _delete_gpu_pods(store: Store, node: str) -> list[str]:
 
 
 def _enter_upgrade_state(
-    store: Store, node: str, state: str, version: str, at: datetime, crashing: bool = False
+    store: ClusterState, node: str, state: str, version: str, at: datetime, crashing: bool = False
 ) -> list[str]:
     """What the controller did in the state before `state`, then the label change."""
     lines: list[str] = []
@@ -1128,7 +1130,7 @@ def _enter_upgrade_state(
     return lines
 
 
-def advance_upgrade(store: Store, node: str, state: str, now: datetime) -> list[str]:
+def advance_upgrade(store: ClusterState, node: str, state: str, now: datetime) -> list[str]:
     """Walk a node's operator-managed driver upgrade forward to `state`, doing on the way what
     the upgrade controller does between states: cordon (leaving cordon-required), GPU pod
     eviction (leaving pod-deletion-required), driver pod restart and GFD relabel (leaving
@@ -1244,7 +1246,7 @@ def fault_parameters(fault: str) -> dict[str, Any]:
     return {p.name: p.default for p in parameters}
 
 
-def inject(store: Store, fault: str, node: str, now: datetime, **params: Any) -> FaultResult:
+def inject(store: ClusterState, fault: str, node: str, now: datetime, **params: Any) -> FaultResult:
     """Make `fault` happen on `node` at `now`. Raises FaultError, changing nothing, for an
     unknown fault, node or parameter."""
     handler = _FAULTS.get(fault)

@@ -14,7 +14,7 @@ from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.metrics import DcgmExporterServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 
 class SimulatorError(Exception):
@@ -45,7 +45,7 @@ def start_simulator(
 ) -> Simulation:
     """The API, the dcgm-exporter endpoints and (unless asked not to) the simulated
     scheduler, kubelet, ReplicaSet/Job and DaemonSet controllers."""
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(gpu_nodes, datetime.now(UTC), pods_per_node=pods_per_node)["items"])
     api = SimulatedApiServer(store, port).start()
     loops = Controllers(store) if controllers else None

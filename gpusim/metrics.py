@@ -65,7 +65,7 @@ from bot.kube.objects import labels_of, name_of, pod_ready
 from gpusim.faults import FaultError, gpu_state
 from gpusim.objects import GPU_OPERATOR_NS, Json
 from gpusim.serving import LoopbackServer
-from gpusim.store import BY_KIND, ApiError, Store
+from gpusim.state import BY_KIND, ApiError, ClusterState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """What dcgm-exporter answers with: the classic Prometheus text format."""
@@ -215,13 +215,13 @@ _BUS_IDS = (0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD)
 
 # ---- temperature overrides ------------------------------------------------------------------
 
-_TEMPERATURES: weakref.WeakKeyDictionary[Store, dict[tuple[str, int], float]] = (
+_TEMPERATURES: weakref.WeakKeyDictionary[ClusterState, dict[tuple[str, int], float]] = (
     weakref.WeakKeyDictionary()
 )
 _TEMPERATURES_LOCK = threading.Lock()
 
 
-def set_temperature(store: Store, node: str, gpu: int, celsius: float | None) -> None:
+def set_temperature(store: ClusterState, node: str, gpu: int, celsius: float | None) -> None:
     """Make `DCGM_FI_DEV_GPU_TEMP` of GPU `gpu` on `node` read `celsius` (None: back to its
     baseline). Raises FaultError, changing nothing, for an unknown node or GPU."""
     try:
@@ -241,7 +241,7 @@ def set_temperature(store: Store, node: str, gpu: int, celsius: float | None) ->
             overrides[(node, gpu)] = float(celsius)
 
 
-def _temperature_overrides(store: Store) -> dict[tuple[str, int], float]:
+def _temperature_overrides(store: ClusterState) -> dict[tuple[str, int], float]:
     with _TEMPERATURES_LOCK:
         return dict(_TEMPERATURES.get(store, {}))
 
@@ -261,7 +261,7 @@ class _XidLog:
     """(node, GPU) -> (seconds since the epoch, Xid code), oldest first."""
 
 
-_XID_LOGS: weakref.WeakKeyDictionary[Store, _XidLog] = weakref.WeakKeyDictionary()
+_XID_LOGS: weakref.WeakKeyDictionary[ClusterState, _XidLog] = weakref.WeakKeyDictionary()
 _XID_LOGS_LOCK = threading.Lock()
 
 
@@ -270,7 +270,7 @@ def _boot_id(node: Json) -> str:
 
 
 def observe_xids(
-    store: Store,
+    store: ClusterState,
     node: Json,
     gpus: Mapping[int, Mapping[str, Any]],
     now: float,
@@ -409,7 +409,7 @@ def node_series(
     return series
 
 
-def _exporter_pods(store: Store, node: str | None = None) -> dict[str, list[Json]]:
+def _exporter_pods(store: ClusterState, node: str | None = None) -> dict[str, list[Json]]:
     """node -> its live dcgm-exporter pods."""
     selector = f"spec.nodeName={node}" if node else ""
     pods, _ = store.list(BY_KIND["Pod"], GPU_OPERATOR_NS, f"app={DCGM_EXPORTER_APP}", selector)
@@ -436,7 +436,7 @@ class DcgmCollector(Collector):
 
     def __init__(
         self,
-        store: Store,
+        store: ClusterState,
         *,
         node_label: str | None = None,
         nodes: Collection[str] | None = None,
@@ -535,7 +535,7 @@ class DcgmExporterServer:
 
     def __init__(
         self,
-        store: Store,
+        store: ClusterState,
         port: int = 0,
         *,
         node_label: str | None = None,
@@ -622,7 +622,7 @@ def _text(code: int, message: str) -> tuple[int, bytes, str]:
 
 @contextmanager
 def running(
-    store: Store,
+    store: ClusterState,
     *,
     node_label: str | None = None,
     xid_window_ms: int = XID_WINDOW_MS,

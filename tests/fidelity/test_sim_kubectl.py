@@ -18,7 +18,7 @@ import pytest
 
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Store
+from gpusim.state import BY_KIND, ClusterState
 
 KUBECTL = shutil.which("kubectl")
 # Skipped only outside CI: under .ci/run (CI=true) a missing kubectl must fail, not hide.
@@ -32,7 +32,7 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def cluster() -> Iterator[SimulatedApiServer]:
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(4, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     try:

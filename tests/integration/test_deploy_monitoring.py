@@ -35,7 +35,7 @@ from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 from gpusim.metrics import FIELDS, DcgmCollector, render
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 
 DEPLOY = REPO / "deploy"
@@ -136,7 +136,7 @@ def dcgm_names_in_rules() -> set[str]:
 @cache
 def simulator_text() -> str:
     """What the simulated dcgm-exporter serves for a healthy two-node cluster."""
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(2, FIXTURE_NOW)["items"])
     return render(DcgmCollector(store)).decode()
 

@@ -34,7 +34,7 @@ from gpusim.controllers import Controllers
 from gpusim.faults import inject
 from gpusim.metrics import gpu_uuid
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Store
+from gpusim.state import BY_KIND, ClusterState
 
 NODE = "gpu-a1"
 NS = "gpubot"
@@ -47,7 +47,7 @@ class Sim:
     """A 4-node simulated cluster, the real client on it, and controllers not yet running."""
 
     def __init__(self) -> None:
-        self.store = Store()
+        self.store = ClusterState()
         self.store.load(healthy_cluster(4, datetime.now(UTC))["items"])
         self.server = SimulatedApiServer(self.store).start()
         self.cluster = KubeCluster.for_url(self.server.url)

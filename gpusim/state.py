@@ -1,0 +1,670 @@
+"""The simulated API server's state: objects, resourceVersions, watch history, evictions.
+
+It behaves as etcd plus the API server's registry does for the calls kubectl and client-go
+make: every write bumps one cluster-wide resourceVersion and records a watch event; reads
+honour label and field selectors; deletes respect grace periods and finalizers; evictions
+check PodDisruptionBudgets. Errors are `ApiError`s carrying the Status body the real server
+sends, so the HTTP layer only serialises them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import copy
+import itertools
+import json
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.kube.objects import labels_of, name_of, namespace_of, pod_ready, selector_matches
+from gpusim.patching import PatchError, apply_patch
+from gpusim.selectors import (
+    FieldSelector,
+    LabelSelector,
+    SelectorError,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+RESOURCES = (
+    ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
+    ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
+    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status", "eviction", "log")),
+    ResourceType("", "v1", "Event", "events", True, ("ev",)),
+    ResourceType(
+        "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)
+    ),
+    ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",)),
+    ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+)
+BY_KIND = {r.kind: r for r in RESOURCES}
+BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
+_HISTORY = 20_000
+
+
+class ApiError(Exception):
+    """A failed request, with the `Status` the real API server would answer."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = dict(details or {})
+
+    def status(self) -> Json:
+        body: Json = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def not_found(resource: ResourceType, name: str) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{resource.plural}{"." + resource.group if resource.group else ""} "{name}" not found',
+        {"name": name, "group": resource.group, "kind": resource.plural}
+        if resource.group
+        else {"name": name, "kind": resource.plural},
+    )
+
+
+def conflict(resource: ResourceType, name: str) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
+        "modified; please apply your changes to the latest version and try again",
+        {"name": name, "kind": resource.plural},
+    )
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    resource_version: int
+    type: str
+    resource: ResourceType
+    object: Json
+
+
+class ClusterState:
+    """Every object of one simulated cluster, its resourceVersion and its watch history: what
+    etcd and kube-apiserver's registry hold together. It owns the API's state and its rules
+    (versions, selectors, finalizers, grace periods, budgets) and nothing else: what no
+    Kubernetes object records (GPU health, DCGM counters) lives beside it, keyed by it."""
+
+    def __init__(self, history: int = _HISTORY) -> None:
+        self._lock = threading.Condition(threading.RLock())
+        # An empty store is at 1000; the first write is 1001, so a watch from 1000 sees it.
+        self._rv = itertools.count(1001)
+        self.resource_version = 1000
+        self._objects: dict[ResourceType, dict[tuple[str, str], Json]] = {r: {} for r in RESOURCES}
+        self._history: deque[WatchEvent] = deque(maxlen=history)
+        self._key_index: dict[ResourceType, list[tuple[str, str]]] = {}
+        """Sorted keys per resource for paging, dropped whenever one is added or removed."""
+        self._pods_by_node: dict[str, list[tuple[str, str]]] | None = None
+        """Sorted pod keys per `spec.nodeName` ("" for unbound), dropped on any pod write:
+        kube-apiserver indexes pods by node name for the same field selector (kubelets and
+        drains ask it constantly), so a list by node costs what the node holds."""
+        self._encodings: dict[tuple[str, str, str], tuple[tuple[int, str, int], bytes]] = {}
+        """Per object, its JSON at one version (the dict's identity and resourceVersion, and
+        for a PDB the pods' version)."""
+        self._pods_version = 0
+        self.evictions: list[tuple[str, str]] = []
+        """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
+        self.direct_deletes: list[tuple[str, str]] = []
+        self._disrupted: dict[tuple[str, str], list[str]] = {}
+        """Per PDB, the owners of pods it let go that no replacement has stood in for yet:
+        as the real budget's disruptedPods, they keep counting as expected pods."""
+        """Pods deleted with DELETE, bypassing the Eviction API (and so every PDB)."""
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def _bump(self, event_type: str, resource: ResourceType, obj: Json) -> None:
+        if event_type != "MODIFIED":
+            self._key_index.pop(resource, None)
+        if event_type == "DELETED":
+            meta = obj.get("metadata") or {}
+            self._encodings.pop(
+                (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", ""))), None
+            )
+        if resource.kind == "Pod":
+            self._pods_by_node = None
+            self._pods_version += 1
+        self.resource_version = next(self._rv)
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
+        self._history.append(
+            WatchEvent(self.resource_version, event_type, resource, copy.deepcopy(obj))
+        )
+        self._lock.notify_all()
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        namespaces = self._objects[BY_KIND["Namespace"]]
+        if namespace and ("", namespace) not in namespaces:
+            ns = {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": namespace,
+                    "uid": str(uuid.uuid4()),
+                    "creationTimestamp": _now(),
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"},
+            }
+            namespaces[("", namespace)] = ns
+            self._bump("ADDED", BY_KIND["Namespace"], ns)
+
+    def load(self, items: list[Json]) -> None:
+        """Objects as a snapshot holds them (kind on each item), kept as they are."""
+        with self._lock:
+            for item in items:
+                resource = BY_KIND.get(str(item.get("kind")))
+                if resource is None:
+                    continue
+                obj = copy.deepcopy(item)
+                obj.setdefault("apiVersion", resource.api_version)
+                meta = obj.setdefault("metadata", {})
+                meta.setdefault("uid", str(uuid.uuid4()))
+                meta.setdefault("creationTimestamp", _now())
+                namespace = meta.get("namespace", "") if resource.namespaced else ""
+                if resource.namespaced:
+                    meta["namespace"] = namespace or "default"
+                    self._ensure_namespace(meta["namespace"])
+                self._objects[resource][(meta.get("namespace", ""), meta["name"])] = obj
+                self._bump("ADDED", resource, obj)
+
+    def create(self, resource: ResourceType, namespace: str, body: Json) -> Json:
+        with self._lock:
+            obj = copy.deepcopy(body)
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            name = meta.get("name")
+            if not name:
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{resource.kind} "" is invalid: metadata.name: Required value: '
+                    "name or generateName is required",
+                    {"kind": resource.kind},
+                )
+            key = (namespace if resource.namespaced else "", str(name))
+            if key in self._objects[resource]:
+                raise ApiError(
+                    409,
+                    "AlreadyExists",
+                    f'{resource.plural} "{name}" already exists',
+                    {"name": name, "kind": resource.plural},
+                )
+            obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = _now()
+            if resource.namespaced:
+                meta["namespace"] = namespace
+                self._ensure_namespace(namespace)
+            else:
+                meta.pop("namespace", None)
+            self._objects[resource][key] = obj
+            if resource.kind == "Pod":
+                # A replacement stands in for a pod a budget let go.
+                for pdb in self._covering_pdbs(obj):
+                    owners = self._disrupted.get((namespace_of(pdb), name_of(pdb)), [])
+                    if _owner_key(obj) in owners:
+                        owners.remove(_owner_key(obj))
+            self._bump("ADDED", resource, obj)
+            return copy.deepcopy(obj)
+
+    def _current(self, resource: ResourceType, namespace: str, name: str) -> Json:
+        obj = self._objects[resource].get((namespace if resource.namespaced else "", name))
+        if obj is None:
+            raise not_found(resource, name)
+        return obj
+
+    def replace(self, resource: ResourceType, namespace: str, name: str, body: Json) -> Json:
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            if wanted and wanted != current["metadata"]["resourceVersion"]:
+                raise conflict(resource, name)
+            return self._store_update(resource, current, copy.deepcopy(body))
+
+    def _store_update(self, resource: ResourceType, current: Json, obj: Json) -> Json:
+        meta = obj.setdefault("metadata", {})
+        for kept in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp"):
+            if kept in current["metadata"]:
+                meta[kept] = current["metadata"][kept]
+        obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+        key = (meta.get("namespace", ""), meta["name"])
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self._objects[resource][key]
+            self._bump("DELETED", resource, obj)
+            return copy.deepcopy(obj)
+        self._objects[resource][key] = obj
+        self._bump("MODIFIED", resource, obj)
+        return copy.deepcopy(obj)
+
+    def patch(
+        self, resource: ResourceType, namespace: str, name: str, content_type: str, body: Any
+    ) -> Json:
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            wanted = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get(
+                "resourceVersion"
+            )
+            if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
+                # A patch that names a resourceVersion is a precondition, as on the real server.
+                raise conflict(resource, name)
+            try:
+                patched = apply_patch(content_type, current, body)
+            except LookupError as exc:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json-patch+json, application/merge-patch+json, "
+                    "application/strategic-merge-patch+json",
+                ) from exc
+            except PatchError as exc:
+                raise ApiError(422, "Invalid", str(exc)) from exc
+            return self._store_update(resource, current, patched)
+
+    def delete(
+        self, resource: ResourceType, namespace: str, name: str, grace: int | None = None
+    ) -> Json:
+        """Delete as the registry and the simulated kubelet do.
+
+        Gone at once, unless finalizers hold the object (Terminating until they are removed)
+        or a pod's containers take time to stop: the annotation SHUTDOWN_ANNOTATION says
+        how many seconds after SIGTERM, capped by the grace period, as a kubelet would."""
+        with self._lock:
+            current = self._current(resource, namespace, name)
+            meta = current["metadata"]
+            shutdown = _shutdown_seconds(current, grace) if resource.kind == "Pod" else 0.0
+            if shutdown > 0 and not meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    meta["deletionGracePeriodSeconds"] = int(shutdown)
+                    self._bump("MODIFIED", resource, current)
+                    timer = threading.Timer(
+                        shutdown, self._kubelet_done, (resource, namespace, name, meta["uid"])
+                    )
+                    timer.daemon = True
+                    timer.start()
+                return copy.deepcopy(current)
+            if meta.get("finalizers"):
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = _now()
+                    meta["deletionGracePeriodSeconds"] = 0 if grace is None else grace
+                    self._bump("MODIFIED", resource, current)
+                return copy.deepcopy(current)
+            del self._objects[resource][(meta.get("namespace", ""), name)]
+            self._bump("DELETED", resource, current)
+            return copy.deepcopy(current)
+
+    def _kubelet_done(self, resource: ResourceType, namespace: str, name: str, uid: str) -> None:
+        """The containers have stopped: the kubelet removes the pod (if finalizers allow)."""
+        with self._lock:
+            current = self._objects[resource].get((namespace, name))
+            if current is None or current["metadata"].get("uid") != uid:
+                return
+            if current["metadata"].get("finalizers"):
+                return
+            del self._objects[resource][(namespace, name)]
+            self._bump("DELETED", resource, current)
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def get(self, resource: ResourceType, namespace: str, name: str) -> Json:
+        with self._lock:
+            obj = copy.deepcopy(self._current(resource, namespace, name))
+        if resource.kind == "PodDisruptionBudget":
+            obj["status"] = self.pdb_status(obj)
+        return obj
+
+    def list(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> tuple[list[Json], int]:
+        items, rv, _ = self.list_page(resource, namespace, label_selector, field_selector)
+        return items, rv
+
+    def _pod_keys_on(self, node: str) -> builtins.list[tuple[str, str]]:
+        if self._pods_by_node is None:
+            index: dict[str, builtins.list[tuple[str, str]]] = {}
+            pods = self._objects[BY_KIND["Pod"]]
+            for key in self._sorted_keys(BY_KIND["Pod"]):
+                bound = str((pods[key].get("spec") or {}).get("nodeName") or "")
+                index.setdefault(bound, []).append(key)
+            self._pods_by_node = index
+        return self._pods_by_node.get(node, [])
+
+    def _sorted_keys(self, resource: ResourceType) -> builtins.list[tuple[str, str]]:
+        keys = self._key_index.get(resource)
+        if keys is None:
+            keys = self._key_index[resource] = sorted(self._objects[resource])
+        return keys
+
+    def list_page(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        after: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[Json], int, tuple[str, str] | None]:
+        """Items in (namespace, name) order after `after`, at most `limit` (0: all), and the
+        key to continue after when more remain: paging costs what the page holds."""
+        with self._lock:
+            found, rv, following = self._select(
+                resource, namespace, label_selector, field_selector, limit, after
+            )
+            items = [copy.deepcopy(obj) for obj in found]
+        if resource.kind == "PodDisruptionBudget":
+            for item in items:
+                item["status"] = self.pdb_status(item)
+        return items, rv, following
+
+    def list_page_encoded(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str = "",
+        field_selector: str = "",
+        limit: int = 0,
+        after: tuple[str, str] | None = None,
+    ) -> tuple[builtins.list[bytes], int, tuple[str, str] | None]:
+        """`list_page` as JSON, each object encoded once per version: kube-apiserver also
+        answers lists from its cache of serialized objects rather than encoding every object
+        of every list again."""
+        with self._lock:
+            found, rv, following = self._select(
+                resource, namespace, label_selector, field_selector, limit, after
+            )
+            return [self._encoded(resource, obj) for obj in found], rv, following
+
+    def _encoded(self, resource: ResourceType, obj: Json) -> bytes:
+        meta = obj.get("metadata") or {}
+        key = (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        # A budget's status follows its pods, so any pod write makes it a new version.
+        pods = self._pods_version if resource.kind == "PodDisruptionBudget" else 0
+        version = (id(obj), str(meta.get("resourceVersion", "")), pods)
+        cached = self._encodings.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        if resource.kind == "PodDisruptionBudget":
+            obj = {**obj, "status": self.pdb_status(obj)}
+        encoded = json.dumps(obj).encode()
+        self._encodings[key] = (version, encoded)
+        return encoded
+
+    def _select(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        label_selector: str,
+        field_selector: str,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> tuple[builtins.list[Json], int, tuple[str, str] | None]:
+        """The stored objects a list page holds (not copies: the caller holds the lock)."""
+        try:
+            labels = parse_label_selector(label_selector)
+            fields = parse_field_selector(field_selector, resource.plural)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        items: builtins.list[Json] = []
+        following: tuple[str, str] | None = None
+        keys = self._sorted_keys(resource)
+        node = _node_name_wanted(fields) if resource.kind == "Pod" else None
+        if node is not None:
+            keys = self._pod_keys_on(node)
+        start = bisect.bisect_right(keys, after) if after else 0
+        objects = self._objects[resource]
+        for key in itertools.islice(keys, start, None):
+            obj = objects[key]
+            if namespace and key[0] != namespace:
+                continue
+            if not (labels.matches(labels_of(obj)) and fields.matches(obj)):
+                continue
+            if limit and len(items) == limit:
+                following = (
+                    items[-1]["metadata"].get("namespace", ""),
+                    items[-1]["metadata"]["name"],
+                )
+                break
+            items.append(obj)
+        return items, self.resource_version, following
+
+    def watch(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        since: int,
+        label_selector: str = "",
+        field_selector: str = "",
+        stop: threading.Event | None = None,
+        timeout_s: float = 300.0,
+    ) -> Iterator[WatchEvent]:
+        """Events after `since`; 410 Gone when the history no longer reaches back that far.
+
+        Checks happen here, before the first event, so a server can still answer 4xx."""
+        try:
+            labels = parse_label_selector(label_selector)
+            fields = parse_field_selector(field_selector, resource.plural)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        with self._lock:
+            oldest = self._history[0].resource_version if self._history else self.resource_version
+            if since and since < oldest - 1:
+                raise ApiError(410, "Expired", f"too old resource version: {since} ({oldest - 1})")
+        return self._events(resource, namespace, since, labels, fields, stop, timeout_s)
+
+    def _events(
+        self,
+        resource: ResourceType,
+        namespace: str,
+        since: int,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        stop: threading.Event | None,
+        timeout_s: float,
+    ) -> Iterator[WatchEvent]:
+        deadline = datetime.now(UTC).timestamp() + timeout_s
+        cursor = since
+        while not (stop and stop.is_set()) and datetime.now(UTC).timestamp() < deadline:
+            with self._lock:
+                if self._history and self._history[0].resource_version > cursor + 1:
+                    # The watcher fell behind the history: tell it to relist, as etcd would.
+                    oldest = self._history[0].resource_version - 1
+                    expired = ApiError(
+                        410, "Expired", f"too old resource version: {cursor} ({oldest})"
+                    )
+                    yield WatchEvent(cursor, "ERROR", resource, expired.status())
+                    return
+                start = bisect.bisect_right(self._history, cursor, key=lambda e: e.resource_version)
+                pending = list(itertools.islice(self._history, start, None))
+                if not pending:
+                    self._lock.wait(timeout=0.2)
+                    continue
+            for event in pending:
+                cursor = event.resource_version
+                obj = event.object
+                if event.resource is not resource:
+                    continue
+                if namespace and namespace_of(obj) != namespace:
+                    continue
+                if labels.matches(labels_of(obj)) and fields.matches(obj):
+                    yield event
+
+    # ---- the policy subresource ---------------------------------------------------------
+
+    def pdb_status(self, pdb: Json) -> Json:
+        """Recomputed on read, as the disruption controller keeps it current."""
+        spec = pdb.get("spec") or {}
+        namespace = namespace_of(pdb)
+        with self._lock:
+            # Only the budget's namespace: a slice of the sorted pod keys, not every pod.
+            keys = self._sorted_keys(BY_KIND["Pod"])
+            start = bisect.bisect_left(keys, (namespace, ""))
+            end = bisect.bisect_left(keys, (namespace + "\x00", ""))
+            objects = self._objects[BY_KIND["Pod"]]
+            pods = [
+                p
+                for p in (objects[k] for k in keys[start:end])
+                if selector_matches(spec.get("selector"), labels_of(p))
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        expected = len(pods) + len(self._disrupted.get((namespace_of(pdb), name_of(pdb)), []))
+        healthy = sum(
+            1 for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+        )
+        if "minAvailable" in spec:
+            desired = _scaled(spec["minAvailable"], expected, round_up=True)
+        elif "maxUnavailable" in spec:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = expected
+        allowed = max(0, healthy - desired)
+        return {
+            **(pdb.get("status") or {}),
+            "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
+            "expectedPods": expected,
+            "currentHealthy": healthy,
+            "desiredHealthy": desired,
+            "disruptionsAllowed": allowed,
+        }
+
+    def _covering_pdbs(self, pod: Json) -> builtins.list[Json]:
+        return [
+            pdb
+            for pdb in self._objects[BY_KIND["PodDisruptionBudget"]].values()
+            if namespace_of(pdb) == namespace_of(pod)
+            and selector_matches((pdb.get("spec") or {}).get("selector"), labels_of(pod))
+        ]
+
+    def evict(self, namespace: str, name: str, body: Json) -> Json:
+        """POST pods/NAME/eviction: PDBs checked for Running pods, then a graceful delete."""
+        pods = BY_KIND["Pod"]
+        with self._lock:
+            pod = self._current(pods, namespace, name)
+            if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
+                "deletionTimestamp"
+            ):
+                covering = self._covering_pdbs(pod)
+                for pdb in covering:
+                    status = self.pdb_status(pdb)
+                    if status["disruptionsAllowed"] <= 0:
+                        raise ApiError(
+                            429,
+                            "TooManyRequests",
+                            "Cannot evict pod as it would violate the pod's disruption budget.",
+                            {
+                                "causes": [
+                                    {
+                                        "reason": "DisruptionBudget",
+                                        "message": (
+                                            f"The disruption budget {name_of(pdb)} needs "
+                                            f"{status['desiredHealthy']} healthy pods and has "
+                                            f"{status['currentHealthy']} currently"
+                                        ),
+                                    }
+                                ]
+                            },
+                        )
+                for pdb in covering:
+                    key = (namespace_of(pdb), name_of(pdb))
+                    self._disrupted.setdefault(key, []).append(_owner_key(pod))
+            options = body.get("deleteOptions") or {}
+            grace = options.get("gracePeriodSeconds")
+            self.delete(pods, namespace, name, grace)
+            self.evictions.append((namespace, name))
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "code": 201,
+        }
+
+
+SHUTDOWN_ANNOTATION = "sim.gpubot.io/shutdown-seconds"
+
+
+def _shutdown_seconds(pod: Json, grace: int | None) -> float:
+    declared = ((pod.get("metadata") or {}).get("annotations") or {}).get(SHUTDOWN_ANNOTATION)
+    if not declared:
+        return 0.0
+    limit = (
+        grace
+        if grace is not None
+        else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+    )
+    return max(0.0, min(float(declared), float(limit)))
+
+
+def _owner_key(pod: Json) -> str:
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return f"{owner.get('kind')}/{owner.get('name')}"
+    return f"Pod/{name_of(pod)}"
+
+
+def _scaled(value: Any, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        share = int(value[:-1]) * total
+        return -(-share // 100) if round_up else share // 100
+    return int(value)
+
+
+def _node_name_wanted(fields: FieldSelector) -> str | None:
+    """The node a pod field selector pins with `spec.nodeName=X` (X may be ""), if any: the
+    other requirements are still checked on each pod of that node."""
+    for requirement in fields.requirements:
+        if requirement.field == "spec.nodeName" and requirement.operator == "=":
+            return requirement.value
+    return None
