@@ -69,8 +69,9 @@ from bot.remediate.nodes import remove_taint, set_annotations, uncordon
 from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, SHUTDOWN_ANNOTATION, ClusterState
+from gpusim.state import SHUTDOWN_ANNOTATION, ClusterState
 
 T = TypeVar("T")
 NODE = "gpu-a1"

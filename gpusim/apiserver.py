@@ -23,16 +23,10 @@ from urllib.parse import parse_qs, urlsplit
 import yaml
 
 from gpusim import controllers, faults
+from gpusim.objects import Json
+from gpusim.resources import BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.serving import LoopbackServer
-from gpusim.state import (
-    BY_PLURAL,
-    RESOURCES,
-    ApiError,
-    ClusterState,
-    Json,
-    ResourceType,
-    WatchEvent,
-)
+from gpusim.state import ClusterState, WatchEvent
 
 KUBERNETES_VERSION = {
     "major": "1",

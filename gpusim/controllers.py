@@ -120,7 +120,8 @@ from bot.kube.objects import (
 from gpusim.faults import gpu_state
 from gpusim.metrics import XID_FELL_OFF_BUS, gpu_uuid, model_name, pci_bus_id
 from gpusim.objects import GPU_OPERATOR_NS, Json, ts
-from gpusim.state import BY_KIND, ApiError, ClusterState, ResourceType
+from gpusim.resources import BY_KIND, ApiError, ResourceType
+from gpusim.state import ClusterState
 
 log = logging.getLogger(__name__)
 

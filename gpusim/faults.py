@@ -54,7 +54,8 @@ from bot.kube.objects import (
 )
 from gpusim.objects import GPU_OPERATOR_NS, Json, running_conditions, ts
 from gpusim.patching import STRATEGIC_PATCH
-from gpusim.state import BY_KIND, ApiError, ClusterState
+from gpusim.resources import BY_KIND, ApiError
+from gpusim.state import ClusterState
 
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"

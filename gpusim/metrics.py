@@ -64,8 +64,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from bot.kube.objects import labels_of, name_of, pod_ready
 from gpusim.faults import FaultError, gpu_state
 from gpusim.objects import GPU_OPERATOR_NS, Json
+from gpusim.resources import BY_KIND, ApiError
 from gpusim.serving import LoopbackServer
-from gpusim.state import BY_KIND, ApiError, ClusterState
+from gpusim.state import ClusterState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """What dcgm-exporter answers with: the classic Prometheus text format."""

@@ -12,8 +12,9 @@ from bot.model import Signal
 from bot.sources.kube import Informer, KubeSignals, node_signals
 from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, ClusterState
+from gpusim.state import ClusterState
 
 MERGE = "application/merge-patch+json"
 Sim = tuple[Any, KubeCluster]

@@ -52,8 +52,9 @@ from bot.model import Incident, IncidentState, TimelineEntry
 from bot.store.sql import SqlStore
 from gpusim.faults import inject
 from gpusim.launching import Simulation, start_simulator
+from gpusim.resources import BY_KIND
 from gpusim.serving import LoopbackServer
-from gpusim.state import BY_KIND, ClusterState
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 from tests.helpers.servers import (
     AlertmanagerServer,

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from bot.store.sql import SqlStore
-from gpusim.state import BY_KIND, ApiError, ClusterState
+from gpusim.resources import BY_KIND, ApiError
+from gpusim.state import ClusterState
 from tests.helpers.processes import (
     NODE,
     Serve,

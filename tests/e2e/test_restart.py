@@ -38,7 +38,7 @@ from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
-from gpusim.state import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.processes import (
     HELD_PODS,
     NODE,

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND, ApiError
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, ApiError, ClusterState
+from gpusim.state import ClusterState
 
 
 @pytest.fixture

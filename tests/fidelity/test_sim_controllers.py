@@ -21,8 +21,9 @@ from gpusim import objects
 from gpusim.controllers import Controllers, node_affinity_matches, quantity
 from gpusim.faults import cordon, uncordon
 from gpusim.objects import GPU_OPERATOR_NS, OPERATOR_DAEMONSETS
+from gpusim.resources import BY_KIND, RESOURCES
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.state import BY_KIND, RESOURCES, ClusterState
+from gpusim.state import ClusterState
 
 Json = dict[str, Any]
 NOW = FIXTURE_NOW

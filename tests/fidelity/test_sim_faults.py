@@ -28,8 +28,9 @@ from gpusim.faults import (
     gpu_state,
     inject,
 )
+from gpusim.resources import BY_KIND, RESOURCES, ApiError
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.state import BY_KIND, RESOURCES, ApiError, ClusterState
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 
 NOW = FIXTURE_NOW

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, ClusterState
+from gpusim.state import ClusterState
 
 KUBECTL = shutil.which("kubectl")
 # Skipped only outside CI: under .ci/run (CI=true) a missing kubectl must fail, not hide.

@@ -31,8 +31,10 @@ from bot.store.sql import ExecutionRecord, SqlStore
 from bot.store.tables import executions
 from gpusim import faults, objects
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.objects import Json
+from gpusim.resources import BY_KIND, ResourceType
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, ClusterState, Json, ResourceType
+from gpusim.state import ClusterState
 
 TOKEN = "restart-test-token"
 NODE = "gpu-a2"

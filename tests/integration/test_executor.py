@@ -16,7 +16,7 @@ from bot.model import Action, IncidentState, TimelineEntry
 from bot.names import MAINTENANCE_TAINT
 from bot.remediate.nodes import cordon
 from gpusim.faults import inject
-from gpusim.state import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
 from tests.helpers.rigs import (
     MERGE,

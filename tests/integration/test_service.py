@@ -35,7 +35,7 @@ from bot.sources.alertmanager import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from bot.telemetry import Telemetry
 from gpusim import faults, objects
-from gpusim.state import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis as store_diagnosis
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])

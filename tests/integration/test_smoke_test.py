@@ -33,8 +33,9 @@ from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.faults import inject
 from gpusim.metrics import gpu_uuid
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.state import BY_KIND, ClusterState
+from gpusim.state import ClusterState
 
 NODE = "gpu-a1"
 NS = "gpubot"
