@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from gpusim import objects
-from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.selectors import (
+from gpusim.label_selectors import (
     LabelOperator,
     SelectorError,
     parse_field_selector,
     parse_label_selector,
     selectable_fields,
 )
+from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 
 NOW = FIXTURE_NOW
 KEY_REGEX = "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'"
