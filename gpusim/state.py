@@ -36,13 +36,8 @@ from bot.kube.objects import (
     status_of,
 )
 from gpusim.budgets import budget_status, counted, owner_key, violation
-from gpusim.label_selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-)
+from gpusim.field_selectors import FieldSelector, parse_field_selector
+from gpusim.label_selectors import LabelSelector, SelectorError, parse_label_selector
 from gpusim.objects import Json
 from gpusim.patching import PatchError, apply_patch
 from gpusim.resources import BY_KIND, RESOURCES, ApiError, ResourceType, conflict, not_found

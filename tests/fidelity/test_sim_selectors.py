@@ -13,13 +13,8 @@ from typing import Any
 import pytest
 
 from gpusim import objects
-from gpusim.label_selectors import (
-    LabelOperator,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-    selectable_fields,
-)
+from gpusim.field_selectors import parse_field_selector, selectable_fields
+from gpusim.label_selectors import LabelOperator, SelectorError, parse_label_selector
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 
 NOW = FIXTURE_NOW
