@@ -117,8 +117,8 @@ from bot.kube.objects import (
     quantity,
     resource_amount,
 )
-from gpusim.faults import gpu_state
-from gpusim.metrics import XID_FELL_OFF_BUS, gpu_uuid, model_name, pci_bus_id
+from gpusim.hardware import XID_FELL_OFF_BUS, gpu_state
+from gpusim.metrics import gpu_uuid, model_name, pci_bus_id
 from gpusim.objects import GPU_OPERATOR_NS, Json, ts
 from gpusim.resources import BY_KIND, ApiError, ResourceType
 from gpusim.state import ClusterState

@@ -12,7 +12,7 @@ from typing import Any
 
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
-from gpusim.metrics import DcgmExporterServer
+from gpusim.exporter import DcgmExporterServer
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState
 

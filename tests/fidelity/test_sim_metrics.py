@@ -16,18 +16,15 @@ from prometheus_client import REGISTRY
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpusim.exporter import CONTENT_TYPE, DcgmCollector, DcgmExporterServer, running
 from gpusim.faults import FaultError, inject
 from gpusim.metrics import (
     ALL_FIELDS,
-    CONTENT_TYPE,
     FIELD_NAMES,
     XID_COUNT,
     XID_WINDOW_MS,
-    DcgmCollector,
-    DcgmExporterServer,
     gpu_uuid,
     model_name,
-    running,
     set_temperature,
 )
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster

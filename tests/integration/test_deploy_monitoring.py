@@ -33,7 +33,8 @@ from bot.config import Settings
 from bot.evidence.snapshot import parse_snapshot
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager import signals_from_payload, validate_payload
-from gpusim.metrics import FIELDS, DcgmCollector, render
+from gpusim.exporter import DcgmCollector, render
+from gpusim.metrics import FIELDS
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 from gpusim.state import ClusterState
 from tests.helpers.paths import REPO

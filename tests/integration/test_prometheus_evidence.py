@@ -31,8 +31,9 @@ from bot.evidence.metrics import (
 from bot.model import Lang
 from bot.ports import Sample
 from bot.prom.client import PrometheusMetrics
+from gpusim.exporter import DcgmExporterServer, running
 from gpusim.faults import inject
-from gpusim.metrics import DcgmExporterServer, gpu_uuid, running, set_temperature
+from gpusim.metrics import gpu_uuid, set_temperature
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState
 from tests.helpers.servers import (
