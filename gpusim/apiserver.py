@@ -22,7 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from gpusim import controllers, faults
+from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
+from gpusim import faults, kubelet
 from gpusim.objects import Json
 from gpusim.resources import BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.serving import LoopbackServer
@@ -148,17 +149,16 @@ _PULL_FAILURES = {
 
 def _pod_log(store: ClusterState, pod: Json, query: dict[str, str]) -> str:
     """`GET pods/NAME/log`: what the simulated kubelet kept of a container it ran (the
-    `nvidia-smi -L` pods, see `controllers.container_log`); for a pod on a node whose container
+    `nvidia-smi -L` pods, see `kubelet.container_log`); for a pod on a node whose container
     has not started, the kubelet's 400 (`validateContainerLogStatus`); otherwise one generic
     line, for the pods the simulator only pretends to run."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    meta = pod.get("metadata") or {}
-    name = str(meta.get("name", ""))
+    spec, status = spec_of(pod), status_of(pod)
+    name = name_of(pod)
     names = [str(c.get("name", "")) for c in spec.get("containers") or []]
     container = query.get("container") or (names[0] if names else "")
     if names and container not in names:
         raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-    kept = controllers.container_log(store, pod, container)
+    kept = kubelet.container_log(store, pod, container)
     if kept is not None:
         return kept
     if spec.get("nodeName"):
@@ -180,7 +180,7 @@ def _pod_log(store: ClusterState, pod: Json, query: dict[str, str]) -> str:
                 "BadRequest",
                 f'container "{container}" in pod "{name}" is waiting to start: {reason}',
             )
-    return f"{datetime.now(UTC).isoformat()} simulated log of {meta.get('namespace', '')}/{name}\n"
+    return f"{datetime.now(UTC).isoformat()} simulated log of {namespace_of(pod)}/{name}\n"
 
 
 def _list_kind(resource: ResourceType) -> str:
@@ -331,9 +331,7 @@ class SimulatedApiServer:
                 return 200, self._list(request, resource, namespace)
             if method == "POST":
                 if resource.namespaced and not namespace:
-                    namespace = str(
-                        (request.body().get("metadata") or {}).get("namespace") or "default"
-                    )
+                    namespace = str(meta(request.body()).get("namespace") or "default")
                 return 201, store.create(resource, namespace, _object(request.body(), resource))
             raise ApiError(
                 405,

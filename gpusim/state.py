@@ -275,9 +275,9 @@ class ClusterState:
         """The containers have stopped: the kubelet removes the pod (if finalizers allow)."""
         with self._lock:
             current = self._objects[resource].get((namespace, name))
-            if current is None or current["metadata"].get("uid") != uid:
+            if current is None or meta(current).get("uid") != uid:
                 return
-            if current["metadata"].get("finalizers"):
+            if meta(current).get("finalizers"):
                 return
             del self._objects[resource][(namespace, name)]
             self._bump("DELETED", resource, current)

@@ -17,12 +17,14 @@ import pytest
 
 from bot.config import Settings
 from bot.evidence.snapshot import Snapshot, collect_facts, split_scheduler_message
+from bot.kube.objects import quantity
 from gpusim import objects
-from gpusim.controllers import Controllers, node_affinity_matches, quantity
+from gpusim.controllers import Controllers
 from gpusim.faults import cordon, uncordon
 from gpusim.objects import GPU_OPERATOR_NS, OPERATOR_DAEMONSETS
 from gpusim.resources import BY_KIND, RESOURCES
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
+from gpusim.scheduling import node_affinity_matches
 from gpusim.state import ClusterState
 
 Json = dict[str, Any]
