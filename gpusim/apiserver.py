@@ -97,6 +97,8 @@ def _groups() -> list[Json]:
 
 
 class _Request:
+    """One HTTP request, its body read at once (a kept-alive connection must not keep it)."""
+
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         split = urlsplit(handler.path)
         self.parts = [p for p in split.path.split("/") if p]
@@ -196,6 +198,8 @@ class SimulatedApiServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            """Hands every request to the server; keeps nothing itself."""
+
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:

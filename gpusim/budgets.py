@@ -1,6 +1,7 @@
 """PodDisruptionBudget arithmetic, as the disruption controller and the eviction REST handler
 do it: which pods a budget counts, how many may go, and the 429 an eviction gets when none
-may. Pure functions of the objects they are given: no state, no writes, no clock.
+may. Pure functions of the objects they are given: they must never keep state, write, or
+read a clock.
 """
 
 from __future__ import annotations

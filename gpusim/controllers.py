@@ -408,7 +408,7 @@ class Controllers:
                     changes.append(f"DaemonSet {name_of(ds)} deleted failed {name_of(pod)}")
                     continue
                 by_node[daemon_target(pod)].append(pod)
-            template = (spec_of(ds).get("template") or {}).get("spec") or {}
+            template = spec_of(spec_of(ds).get("template") or {})
             desired = scheduled = misscheduled = ready = 0
             for node in nodes:
                 node_name = name_of(node)

@@ -196,6 +196,8 @@ class DcgmExporterServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            """Hands every request to the server; keeps nothing itself."""
+
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:

@@ -5,8 +5,8 @@ The error a refused fault raises (`FaultError`: nothing changed), the result it 
 (`Target`), the checks of its parameters, and the small reads and writes the components it
 plays make on a node and its pods (kubectl's cordon, the device plugin's allocatable, the
 kubelet's crash-loop status). Every write goes through the `ClusterState` API methods, so
-resourceVersions move and watchers see what a real cluster shows; nothing here decides which
-fault happens.
+resourceVersions move and watchers see what a real cluster shows. It must never decide
+which fault happens, nor write around the API (no object is changed in place).
 """
 
 from __future__ import annotations

@@ -241,6 +241,8 @@ def _default_fields(obj: Mapping[str, Any]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class _Kind:
+    """A kind's field labels, its field set and the old names it still accepts."""
+
     labels: frozenset[str]  # field labels the kind's conversion function accepts
     fields: _ObjectFields
     aliases: Mapping[str, str]

@@ -4,7 +4,8 @@ The device plugin (a GPU leaves `nvidia.com/gpu` allocatable on a critical Xid, 
 43, 45, 68, 109; a crash-looping plugin leaves its devices unhealthy: allocatable 0 at once,
 capacity 0 once the kubelet's 5-minute endpoint grace period is over), DCGM (the last Xid, ECC
 and NVLink counters) and nvidia-fabricmanager. Each fault changes what those components would
-change and nothing else; the alerts it returns are those Prometheus would fire.
+change and must never change anything else (no cordon, no taint: those are people's and other
+components' business); the alerts it returns are those Prometheus would fire.
 """
 
 from __future__ import annotations

@@ -124,6 +124,8 @@ class LabelSelector:
 
 
 class _Tok(Enum):
+    """The lexer's tokens (selector.go `Token`)."""
+
     ERROR = 0
     END = 1
     CLOSED_PAR = 2
@@ -159,6 +161,8 @@ _NUL = "\0"  # what the Go lexer's read() returns at the end, and for a NUL in t
 
 
 class _Lexer:
+    """selector.go `Lexer`: owns the text and the read position."""
+
     def __init__(self, text: str) -> None:
         self._s = text
         self._pos = 0
@@ -224,6 +228,8 @@ class _RequirementError(Exception):
 
 
 class _Parser:
+    """selector.go `Parser`: owns the scanned tokens and the position in them."""
+
     def __init__(self, text: str) -> None:
         lexer = _Lexer(text)
         self._items: list[tuple[_Tok, str]] = []

@@ -1,5 +1,7 @@
 """Starting a simulated cluster in this process, and injecting a fault into one that runs
-elsewhere: what `gpubot sim serve`, `sim inject`, `demo` and the drills call."""
+elsewhere (and repairing it): what `gpubot sim serve`, `sim inject`, `sim repair`, `demo`
+and the drills call. It wires the parts together and must never hold behaviour of its own:
+what a fault or a repair does lives in the fault modules."""
 
 from __future__ import annotations
 

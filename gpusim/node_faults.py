@@ -5,8 +5,8 @@ A reboot (a new boot id, every container restarted, MIG instances lost unless mi
 re-applies them), a kubelet that stopped posting status (conditions Unknown with
 `NodeStatusUnknown`, the `node.kubernetes.io/unreachable` taints, pods marked not ready), and a
 MIG reconfiguration that failed (`nvidia.com/mig.config.state=failed`). Each writes what those
-components would write, with their events; nothing here touches a GPU's own counters except
-what a reboot resets.
+components would write, with their events. It must never touch a GPU's own counters beyond
+what a reboot resets, nor `spec.unschedulable`: a cordon is a person's decision.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Field for field what `kubectl get -o json` prints for nodes, pods, events, PDBs 
 DaemonSets (names, labels and statuses from NVIDIA/gpu-operator and k8s-device-plugin), so
 that the snapshot parser, the rule tests and later the simulated API server all stand on the
 same ground. Names and uids are derived from the inputs: the same call gives the same object.
+Builders only: they must never read or write a cluster, and their output must stay what
+`rules/tests/snapshots/healthy.json` holds (a test compares them).
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ from gpusim.objects import Json
 
 @dataclass(frozen=True)
 class ResourceType:
+    """One served kind: group, version, plural, scope, short names and subresources."""
+
     group: str
     version: str
     kind: str

@@ -288,6 +288,8 @@ class _NodeInfo:
 
 @dataclass(frozen=True)
 class _Status:
+    """framework.Status of a failed filter: its code and reasons."""
+
     code: str
     reasons: tuple[str, ...]
 

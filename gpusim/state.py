@@ -51,6 +51,8 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class WatchEvent:
+    """One entry of the watch history: the object as it was written at that version."""
+
     resource_version: int
     type: str
     resource: ResourceType

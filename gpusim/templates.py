@@ -1,14 +1,16 @@
 """The pods the simulated controllers create: from a ReplicaSet's or DaemonSet's template, or
 in place of a lost pod, as the real controllers build them (owner reference, generateName,
 fresh token volume name, the DaemonSet's node affinity and default tolerations, its
-revision labels). Pure builders: they read the objects they are given and write nothing.
+revision labels). Pure builders: they read the objects they are given and must never write.
 """
 
 from __future__ import annotations
 
 import copy
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from bot.kube.objects import (
     labels_of,
@@ -181,7 +183,7 @@ def daemon_target(pod: Json) -> str:
     return ""
 
 
-def daemon_tolerations(template: Json) -> list[Json]:
+def daemon_tolerations(template: Mapping[str, Any]) -> list[Json]:
     tolerations = [t for t in template.get("tolerations") or [] if isinstance(t, dict)]
     for default in _DAEMON_TOLERATIONS:
         if not any(
@@ -192,7 +194,7 @@ def daemon_tolerations(template: Json) -> list[Json]:
     return tolerations
 
 
-def daemon_fits(template: Json, node: Json) -> tuple[bool, bool]:
+def daemon_fits(template: Mapping[str, Any], node: Json) -> tuple[bool, bool]:
     """(should run, should continue running), as the DaemonSet controller's predicates say."""
     if not node_affinity_matches(template, node):
         return False, False
