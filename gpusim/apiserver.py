@@ -24,7 +24,9 @@ import yaml
 
 from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
 from gpusim import faults, kubelet
+from gpusim.defaulting import pod_on_create
 from gpusim.objects import Json
+from gpusim.openapi import openapi_v3
 from gpusim.resources import BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.serving import LoopbackServer
 from gpusim.state import ClusterState, WatchEvent
@@ -295,6 +297,8 @@ class SimulatedApiServer:
         parts = request.parts
         if parts == ["_sim", "faults"] and method == "POST":
             return 201, self._inject(request.body())
+        if method == "GET" and parts[:2] == ["openapi", "v3"]:
+            return 200, openapi_v3(parts)
         if method == "GET" and parts in (["version"], ["version", ""]):
             return 200, KUBERNETES_VERSION
         if method == "GET" and parts == ["api"]:
@@ -336,7 +340,10 @@ class SimulatedApiServer:
             if method == "POST":
                 if resource.namespaced and not namespace:
                     namespace = str(meta(request.body()).get("namespace") or "default")
-                return 201, store.create(resource, namespace, _object(request.body(), resource))
+                body = _object(request.body(), resource)
+                if resource.kind == "Pod":
+                    body = pod_on_create(body)
+                return 201, store.create(resource, namespace, body)
             raise ApiError(
                 405,
                 "MethodNotAllowed",

@@ -55,6 +55,7 @@ from bot.kube.objects import (
     spec_of,
     status_of,
 )
+from gpusim.defaulting import pod_on_create
 from gpusim.kubelet import Kubelet, RecentUids, forget_logs
 from gpusim.objects import (
     Json,
@@ -295,7 +296,8 @@ class Controllers:
         ]
 
     def _create_pod(self, namespace: str, body: Json, owner: Json, now: datetime) -> Json:
-        created = self.store.create(_PODS, namespace, body)
+        # Through the API, as the real controllers create pods: the server's defaults apply.
+        created = self.store.create(_PODS, namespace, pod_on_create(body))
         self._pods[uid_of(created)] = created
         component = {
             "Job": "job-controller",

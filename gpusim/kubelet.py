@@ -53,6 +53,7 @@ from bot.kube.objects import (
     spec_of,
     status_of,
 )
+from gpusim.defaulting import pod_qos
 from gpusim.hardware import XID_FELL_OFF_BUS, gpu_count, gpu_state
 from gpusim.metrics import gpu_uuid, model_name, pci_bus_id
 from gpusim.objects import (
@@ -245,7 +246,7 @@ def _running_status(pod: Json, node: Json, now: datetime) -> Json:
             _container_status(pod, c, {"running": {"startedAt": moment}}, now)
             for c in spec.get("containers") or []
         ],
-        "qosClass": old.get("qosClass") or _qos(pod),
+        "qosClass": old.get("qosClass") or pod_qos(pod),
     }
     if spec.get("initContainers"):
         status["initContainerStatuses"] = [
@@ -284,20 +285,6 @@ def _container_status(
         "state": state,
         "lastState": {},
     }
-
-
-def _qos(pod: Json) -> str:
-    containers = spec_of(pod).get("containers") or []
-    requests = [(c.get("resources") or {}).get("requests") or {} for c in containers]
-    limits = [(c.get("resources") or {}).get("limits") or {} for c in containers]
-    if not any(requests) and not any(limits):
-        return "BestEffort"
-    guaranteed = all(
-        lim.get(r) is not None and (req.get(r) is None or req.get(r) == lim.get(r))
-        for req, lim in zip(requests, limits, strict=True)
-        for r in ("cpu", "memory")
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _extended(resource: str) -> bool:
@@ -352,7 +339,7 @@ def _rejected_status(pod: Json, reason: str, message: str) -> Json:
         "phase": "Failed",
         "reason": reason,
         "message": f"Pod was rejected: {message}",
-        "qosClass": status_of(pod).get("qosClass") or _qos(pod),
+        "qosClass": status_of(pod).get("qosClass") or pod_qos(pod),
     }
     if status_of(pod).get("conditions"):
         status["conditions"] = copy.deepcopy(status_of(pod)["conditions"])

@@ -18,6 +18,7 @@ import builtins
 import copy
 import itertools
 import json
+import random
 import threading
 import uuid
 from collections import deque
@@ -152,7 +153,7 @@ class ClusterState:
             obj = copy.deepcopy(body)
             metadata = obj.setdefault("metadata", {})
             if not metadata.get("name") and metadata.get("generateName"):
-                metadata["name"] = metadata["generateName"] + uuid.uuid4().hex[:5]
+                metadata["name"] = _generated_name(str(metadata["generateName"]))
             name = metadata.get("name")
             if not name:
                 raise ApiError(
@@ -536,6 +537,15 @@ def _shutdown_seconds(pod: Json, grace: int | None) -> float:
         return 0.0
     limit = grace if grace is not None else spec_of(pod).get("terminationGracePeriodSeconds", 30)
     return max(0.0, min(float(declared), float(limit)))
+
+
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def _generated_name(base: str) -> str:
+    """names.SimpleNameGenerator: the base cut to 58 characters, then 5 random ones from the
+    alphabet that spells no words."""
+    return base[:58] + "".join(random.choices(_NAME_ALPHABET, k=5))
 
 
 def _node_name_wanted(fields: FieldSelector) -> str | None:
