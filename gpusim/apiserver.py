@@ -2,8 +2,9 @@
 
 Serves what kubectl and the official `kubernetes` client call for the GPU node lifecycle:
 legacy discovery, list/get/create/update/patch/delete, watch (with bookmarks and 410 Gone),
-and the pods `eviction`, `log` and `status` subresources. Every failure is the Status body
-the real API server sends. It must never be reachable from anything but this machine: it
+and the pods `eviction`, `log` and `status` subresources, plus the simulator's own control
+endpoints `POST /_sim/faults` and `/_sim/repairs`. Every failure is the Status body the real
+API server sends. It must never be reachable from anything but this machine: it
 binds 127.0.0.1 only and has no authentication, like a test apiserver.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -297,6 +298,8 @@ class SimulatedApiServer:
         parts = request.parts
         if parts == ["_sim", "faults"] and method == "POST":
             return 201, self._inject(request.body())
+        if parts == ["_sim", "repairs"] and method == "POST":
+            return 201, self._repair(request.body())
         if method == "GET" and parts[:2] == ["openapi", "v3"]:
             return 200, openapi_v3(parts)
         if method == "GET" and parts in (["version"], ["version", ""]):
@@ -372,6 +375,20 @@ class SimulatedApiServer:
 
     def _inject(self, body: Any) -> Json:
         """The simulator's own control endpoint (not Kubernetes): `gpubot sim inject`."""
+        result = self._fault_call(faults.inject, body)
+        return {
+            "fault": result.fault,
+            "node": result.node,
+            "description": result.description,
+            "payload": result.payload(),
+        }
+
+    def _repair(self, body: Any) -> Json:
+        """`POST /_sim/repairs`, the same body as `/_sim/faults`: `gpubot sim repair`."""
+        result = self._fault_call(faults.repair, body)
+        return {"fault": result.fault, "node": result.node, "description": result.description}
+
+    def _fault_call(self, call: Callable[..., faults.FaultResult], body: Any) -> faults.FaultResult:
         if not isinstance(body, dict) or not body.get("fault") or not body.get("node"):
             raise ApiError(
                 400, "BadRequest", 'expected {"fault": ..., "node": ..., "params": {...}}'
@@ -380,17 +397,11 @@ class SimulatedApiServer:
         if not isinstance(params, dict):
             raise ApiError(400, "BadRequest", "params must be an object")
         try:
-            result = faults.inject(
+            return call(
                 self.store, str(body["fault"]), str(body["node"]), datetime.now(UTC), **params
             )
         except faults.FaultError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
-        return {
-            "fault": result.fault,
-            "node": result.node,
-            "description": result.description,
-            "payload": result.payload(),
-        }
 
     def _list(self, request: _Request, resource: ResourceType, namespace: str) -> bytes:
         token = request.query.get("continue") or ""

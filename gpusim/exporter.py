@@ -45,6 +45,7 @@ from gpusim.metrics import (
     temperature_overrides,
 )
 from gpusim.objects import DCGM_EXPORTER_APP, GPU_OPERATOR_NS, Json
+from gpusim.reading import uid_of
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.serving import LoopbackServer
 from gpusim.state import ClusterState
@@ -141,7 +142,8 @@ class DcgmCollector(Collector):
             if not exporter_up(pods.get(name, [])):
                 continue
             gpus = {index: dict(gpu) for index, gpu in dict(state.get(name, {})).items()}
-            counts = observe_xids(self.store, node, gpus, now, self.xid_window_ms)
+            exporter = ",".join(uid_of(p) for p in pods.get(name, []))
+            counts = observe_xids(self.store, node, gpus, now, self.xid_window_ms, exporter)
             yield from node_series(node, gpus, temperatures, self.node_label, counts)
 
     def collect(self) -> Iterable[Metric]:

@@ -30,12 +30,14 @@ from bot.kube.objects import (
 from gpusim.hardware import (
     gpu_count,
     gpu_record,
+    gpu_state,
 )
 from gpusim.objects import (
     GPU_OPERATOR_NS,
     GPU_RESOURCE,
     UNSCHEDULABLE_TAINT,
     Json,
+    running_conditions,
     ts,
 )
 from gpusim.patching import STRATEGIC_PATCH
@@ -334,3 +336,132 @@ def make_crashloop(
         field_path=f"spec.containers{{{container}}}",
     )
     return patched, began
+
+
+# ---- what repairs share ----------------------------------------------------------------------
+
+
+def nothing_to_repair(fault: str, node: str, why: str) -> FaultResult:
+    """A repair of a node that does not show the fault: nothing changed, and why not."""
+    return FaultResult(fault, node, [f"{node}: nothing to repair: {why}"])
+
+
+def healthy_gpus(store: ClusterState, node: Json) -> int:
+    """GPUs of the node the device plugin would call healthy."""
+    records = gpu_state(store).get(name_of(node), {})
+    return sum(1 for i in range(gpu_count(node)) if records.get(i, {}).get("healthy", True))
+
+
+def register_devices(store: ClusterState, node: Json) -> list[str]:
+    """The device plugin (re)registers with the kubelet: capacity every GPU, allocatable the
+    healthy ones. Nothing is written when both already say so."""
+    name, count = name_of(node), gpu_count(node)
+    healthy = healthy_gpus(store, node)
+    capacity = quantity((status_of(node).get("capacity") or {}).get(GPU_RESOURCE, 0))
+    before = allocatable_gpus(node)
+    if (capacity, before) == (count, healthy):
+        return []
+    set_allocatable(store, name, healthy, count)
+    return [
+        f"{name}: device plugin registered {count} GPUs, {healthy} healthy: allocatable "
+        f"{GPU_RESOURCE} {before} -> {healthy}, capacity {capacity} -> {count}"
+    ]
+
+
+def start_containers(store: ClusterState, pod: Json, at: datetime) -> Json:
+    """The kubelet starts the pod's containers that are not running (a crash loop that ends,
+    a container killed on purpose) and they stay up: running since `at`, ready, one restart
+    more; what they last exited with stays in `lastState`, as the kubelet keeps it."""
+    statuses = []
+    for old in status_of(pod).get("containerStatuses") or []:
+        state = old.get("state") or {}
+        if state.get("running") and old.get("ready"):
+            continue
+        name = str(old.get("name", ""))
+        statuses.append(
+            {
+                "name": name,
+                "ready": True,
+                "started": True,
+                "restartCount": int(old.get("restartCount") or 0) + 1,
+                "containerID": container_id(name_of(pod), name, "started", ts(at)),
+                "state": {"running": {"startedAt": ts(at)}, "waiting": None, "terminated": None},
+            }
+        )
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "lastTransitionTime": ts(at),
+            "reason": None,
+            "message": None,
+        }
+        for kind in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady")
+        if any(c.get("type") == kind for c in status_of(pod).get("conditions") or [])
+    ]
+    body: Json = {"status": {"phase": "Running", "conditions": conditions}}
+    if statuses:
+        body["status"]["containerStatuses"] = statuses
+    return patch_object(store, "Pod", namespace_of(pod), name_of(pod), body)
+
+
+def replace_operator_pod(
+    store: ClusterState,
+    node: str,
+    app: str,
+    at: datetime,
+    *,
+    template: Json | None = None,
+    name: str | None = None,
+    image: str | None = None,
+    labels: Json | None = None,
+) -> tuple[Json, Json]:
+    """`kubectl delete pod` of the node's GPU Operator pod `app`, and the pod its DaemonSet
+    makes in its place, started and ready: a copy of `template` (the pod as it was once) or
+    of the deleted pod, under `name` or a name generated from its generateName, with `image`
+    and `labels` changed when given. Returns (deleted, created)."""
+    old = operator_pod(store, node, app)
+    if old is None:
+        raise FaultError(f'no {app} pod on node "{node}"')
+    store.delete(BY_KIND["Pod"], GPU_OPERATOR_NS, name_of(old))
+    new = copy.deepcopy(template or old)
+    metadata = new["metadata"]
+    for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers"):
+        metadata.pop(key, None)
+    metadata.pop("name", None)
+    if name:
+        metadata["name"] = name
+    elif not metadata.get("generateName"):
+        metadata["generateName"] = f"{app}-"
+    metadata["labels"] = {**(metadata.get("labels") or {}), **(labels or {})}
+    containers = spec_of(new).get("containers") or []
+    for container in containers:
+        if image:
+            container["image"] = image
+    started = at + timedelta(seconds=5)
+    shown = str(containers[0].get("image", "")) if containers else ""
+    container_name = str(containers[0]["name"]) if containers else app
+    new["status"] = {
+        "phase": "Running",
+        "hostIP": status_of(old).get("hostIP"),
+        "podIP": status_of(old).get("podIP"),
+        "startTime": ts(at),
+        "qosClass": status_of(old).get("qosClass", "BestEffort"),
+        "conditions": running_conditions(started),
+        "containerStatuses": [
+            {
+                "name": container_name,
+                "image": shown,
+                "imageID": f"{shown.split(':')[0]}@sha256:"
+                + hashlib.sha256(shown.encode()).hexdigest(),
+                "containerID": container_id(app, node, container_name, ts(started)),
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": ts(started)}},
+                "lastState": {},
+            }
+        ],
+    }
+    created = store.create(BY_KIND["Pod"], GPU_OPERATOR_NS, new)
+    return old, created

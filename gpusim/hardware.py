@@ -96,3 +96,27 @@ def gpu_count(node: Json) -> int:
     if label.isdigit():
         return int(label)
     return quantity((status_of(node).get("capacity") or {}).get(GPU_RESOURCE, 0))
+
+
+def remember(cluster: ClusterState, node: str, fault: str, taken: Json) -> None:
+    """Keep what `fault` took away on `node`, for its repair; the first record of an episode
+    wins (a fault injected twice must not overwrite what the node was like before)."""
+    hardware(cluster).taken.setdefault((node, fault), taken)
+
+
+def recall(cluster: ClusterState, node: str, fault: str) -> Json:
+    """What `fault` took away on `node` ({} when nothing was kept)."""
+    return hardware(cluster).taken.get((node, fault), {})
+
+
+def forget(cluster: ClusterState, node: str, fault: str) -> None:
+    hardware(cluster).taken.pop((node, fault), None)
+
+
+def reset_gpu(record: dict[str, Any]) -> None:
+    """What a GPU reset (or the driver loading again at boot) does to a GPU's record: the
+    volatile counters start over and the device plugin finds it healthy. The last Xid is
+    DCGM's memory, not the GPU's: only a new DCGM forgets it."""
+    for key in RESET_BY_DRIVER_RELOAD:
+        record[key] = 0
+    record["healthy"] = True

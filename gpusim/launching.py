@@ -20,7 +20,8 @@ from gpusim.state import ClusterState
 
 
 class SimulatorError(Exception):
-    """A fault the simulator refused, or no simulator answering; the message says which."""
+    """A fault or repair the simulator refused, or no simulator answering; the message says
+    which."""
 
 
 @dataclass
@@ -57,10 +58,21 @@ def start_simulator(
 
 
 def inject_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:
-    """POST to a running simulator's control endpoint; a 4xx becomes a `SimulatorError`."""
+    """POST to a running simulator's fault endpoint; a 4xx becomes a `SimulatorError`."""
+    return _control(server, "/_sim/faults", fault, node, params)
+
+
+def repair_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:
+    """POST to a running simulator's repair endpoint; a 4xx becomes a `SimulatorError`."""
+    return _control(server, "/_sim/repairs", fault, node, params)
+
+
+def _control(
+    server: str, path: str, fault: str, node: str, params: dict[str, Any]
+) -> dict[str, Any]:
     body = json.dumps({"fault": fault, "node": node, "params": params}).encode()
     request = urllib.request.Request(
-        server.rstrip("/") + "/_sim/faults",
+        server.rstrip("/") + path,
         data=body,
         method="POST",
         headers={"Content-Type": "application/json"},

@@ -235,7 +235,7 @@ class _XidLog:
     """One store's Xid events per (node, GPU), as the scrapes saw them happen."""
 
     boot: dict[str, str] = field(default_factory=dict)
-    """node -> the boot id the node's events belong to."""
+    """node -> the boot id and exporter the node's events belong to."""
     last: dict[tuple[str, int], int] = field(default_factory=dict)
     """(node, GPU) -> the last Xid a scrape saw."""
     events: dict[tuple[str, int], deque[tuple[float, int]]] = field(default_factory=dict)
@@ -256,12 +256,15 @@ def observe_xids(
     gpus: Mapping[int, Mapping[str, Any]],
     now: float,
     window_ms: int,
+    exporter: str = "",
 ) -> dict[int, dict[int, int]]:
     """Log the Xids of `node` that changed since the last scrape (at `now`, seconds since the
     epoch) and return, per GPU index of the node, Xid code -> occurrences within the last
-    `window_ms` (an empty dict: none). A new boot id clears the node's log first."""
+    `window_ms` (an empty dict: none). A new boot id, or a new `exporter` (the identity of the
+    exporter process: its pod's uid), clears the node's log first: a new DCGM remembers no
+    Xid."""
     name = name_of(node)
-    boot = _boot_id(node)
+    boot = f"{_boot_id(node)}/{exporter}"
     since = now - window_ms / 1000
     counts: dict[int, dict[int, int]] = {}
     with _XID_LOGS_LOCK:

@@ -20,6 +20,7 @@ from bot.kube.objects import (
     name_of,
     namespace_of,
     pod_finished,
+    pod_ready,
     spec_of,
     status_of,
 )
@@ -28,12 +29,18 @@ from gpusim.faulting import (
     FaultResult,
     Target,
     container_id,
+    get_node,
+    nothing_to_repair,
     patch_object,
     pods_on,
     require_gpu_node,
 )
 from gpusim.hardware import (
+    forget,
     gpu_state,
+    recall,
+    remember,
+    reset_gpu,
 )
 from gpusim.objects import (
     GPU_RESOURCE,
@@ -44,7 +51,7 @@ from gpusim.objects import (
     Json,
     ts,
 )
-from gpusim.recording import record_event
+from gpusim.recording import node_status_event, record_event
 from gpusim.state import ClusterState
 
 _REBOOT_DOWNTIME = timedelta(minutes=3)
@@ -60,6 +67,7 @@ def mig_failed(t: Target, config: str | None = None) -> FaultResult:
     wanted: Json = {"nvidia.com/mig.config.state": "failed"}
     if config:
         wanted["nvidia.com/mig.config"] = config
+    remember(t.store, t.name, "mig-failed", {"config": labels.get("nvidia.com/mig.config")})
     patch_object(t.store, "Node", "", t.name, {"metadata": {"labels": wanted}})
     profile = config or labels.get("nvidia.com/mig.config", "")
     return FaultResult(
@@ -109,6 +117,18 @@ def reboot(t: Target, reapply_mig: bool = False, boot_id: str | None = None) -> 
         if labels.get("nvidia.com/mig.strategy") == "single":
             zeroed[GPU_RESOURCE] = "0"
         if zeroed:
+            remember(
+                t.store,
+                t.name,
+                "reboot",
+                {
+                    "capacity": {k: capacity[k] for k in zeroed if k in capacity},
+                    "allocatable": {
+                        k: (status.get("allocatable") or {}).get(k, capacity.get(k, "0"))
+                        for k in zeroed
+                    },
+                },
+            )
             node_status["capacity"] = zeroed
             node_status["allocatable"] = dict(zeroed)
             lines.append(
@@ -119,8 +139,10 @@ def reboot(t: Target, reapply_mig: bool = False, boot_id: str | None = None) -> 
         # A fresh device plugin finds every GPU healthy again.
         node_status["allocatable"] = {GPU_RESOURCE: capacity[GPU_RESOURCE]}
     patch_object(t.store, "Node", "", t.name, {"status": node_status})
+    # The driver loads again (volatile counters at 0), DCGM and nvidia-fabricmanager start anew.
     for gpu in gpu_state(t.store).get(t.name, {}).values():
-        gpu.update(xid=0, healthy=True, ecc_dbe_volatile=0, fabric_manager="running")
+        reset_gpu(gpu)
+        gpu.update(xid=0, fabric_manager="running")
 
     lines.extend(restart_containers(t.store, t.name, down, now))
     for reason, message, type_ in (
@@ -267,3 +289,107 @@ def not_ready(t: Target) -> FaultResult:
             f"{t.name}: {marked} pod(s) marked Ready=False",
         ],
     )
+
+
+# ---- repairs ---------------------------------------------------------------------------------
+
+
+def repair_reboot(t: Target) -> FaultResult:
+    """A reboot ends with the node back: a new boot id, the containers restarted (both stay:
+    they are history). What it can leave broken is a MIG layout mig-manager did not re-apply:
+    it applies it again and the device plugin registers the MIG devices it had before."""
+    lost = recall(t.store, t.name, "reboot")
+    if not lost:
+        return nothing_to_repair("reboot", t.name, "the node came back by itself")
+    patch_object(t.store, "Node", "", t.name, {"status": lost})
+    forget(t.store, t.name, "reboot")
+    layout = labels_of(t.node).get("nvidia.com/mig.config", "")
+    return FaultResult(
+        "reboot",
+        t.name,
+        [
+            f"{t.name}: mig-manager re-applied {layout}: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(lost["capacity"].items()))
+        ],
+    )
+
+
+def repair_mig_failed(t: Target) -> FaultResult:
+    """mig-manager applies a layout after all: the wanted profile goes back to the one the
+    node had before the failed change (as a person relabels `nvidia.com/mig.config`; the
+    simulator does not model MIG geometries) and `nvidia.com/mig.config.state` reads success."""
+    labels = labels_of(t.node)
+    if labels.get("nvidia.com/mig.config.state") != "failed":
+        return nothing_to_repair("mig-failed", t.name, "nvidia.com/mig.config.state is not failed")
+    wanted: Json = {"nvidia.com/mig.config.state": "success"}
+    before = recall(t.store, t.name, "mig-failed").get("config")
+    if before and before != labels.get("nvidia.com/mig.config"):
+        wanted["nvidia.com/mig.config"] = before
+    patch_object(t.store, "Node", "", t.name, {"metadata": {"labels": wanted}})
+    forget(t.store, t.name, "mig-failed")
+    profile = wanted.get("nvidia.com/mig.config") or labels.get("nvidia.com/mig.config", "")
+    return FaultResult(
+        "mig-failed",
+        t.name,
+        [f"{t.name}: mig-manager applied {profile}: nvidia.com/mig.config.state=success"],
+    )
+
+
+def repair_not_ready(t: Target) -> FaultResult:
+    """The kubelet posts status again: its conditions as a healthy kubelet posts them, the
+    node lifecycle controller lifts its not-ready / unreachable taints, and the kubelet
+    reports ready again the pods whose containers all are. A cordon (spec.unschedulable and
+    its taint) is a person's and stays."""
+    conditions = status_of(t.node).get("conditions") or []
+    unwell = [
+        c
+        for c in conditions
+        if c.get("type") in KUBELET_CONDITIONS
+        and (c.get("status"), c.get("reason")) != KUBELET_CONDITIONS[c["type"]][:2]
+    ]
+    taints = spec_of(t.node).get("taints") or []
+    kept = [tn for tn in taints if tn.get("key") not in (UNREACHABLE_TAINT, NOT_READY_TAINT)]
+    if not unwell and len(kept) == len(taints):
+        return nothing_to_repair("not-ready", t.name, "the kubelet posts Ready")
+    now = ts(t.now)
+    posted = [
+        {
+            "type": c["type"],
+            "status": KUBELET_CONDITIONS[c["type"]][0],
+            "reason": KUBELET_CONDITIONS[c["type"]][1],
+            "message": KUBELET_CONDITIONS[c["type"]][2],
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        for c in unwell
+    ]
+    patch_object(t.store, "Node", "", t.name, {"status": {"conditions": posted}})
+    lines = [
+        f"{t.name}: the kubelet posts status again: "
+        + ", ".join(f"{c['type']}={c['status']}" for c in posted)
+    ]
+    if len(kept) != len(taints):
+        patch_object(t.store, "Node", "", t.name, {"spec": {"taints": kept or None}})
+        lines.append(f"{t.name}: taints {UNREACHABLE_TAINT} / {NOT_READY_TAINT} lifted")
+    node_status_event(t.store, get_node(t.store, t.name), "NodeReady", t.now)
+    ready = 0
+    for pod in pods_on(t.store, t.name):
+        statuses = status_of(pod).get("containerStatuses") or []
+        if pod_ready(pod) or status_of(pod).get("phase") != "Running" or not statuses:
+            continue
+        if not all(s.get("ready") for s in statuses):
+            continue
+        patch_object(
+            t.store,
+            "Pod",
+            namespace_of(pod),
+            name_of(pod),
+            {
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]
+                }
+            },
+        )
+        ready += 1
+    lines.append(f"{t.name}: {ready} pod(s) Ready again")
+    return FaultResult("not-ready", t.name, lines)

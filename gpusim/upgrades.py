@@ -13,7 +13,6 @@ restarts. It plays the operator's controller and must never do what that control
 from __future__ import annotations
 
 import copy
-import hashlib
 import re
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,28 +23,34 @@ from bot.kube.objects import (
     name_of,
     namespace_of,
     pod_finished,
+    pod_ready,
     pod_requests,
-    status_of,
+    spec_of,
 )
 from gpusim.faulting import (
     FaultError,
     FaultResult,
     Target,
     allocatable_gpus,
-    container_id,
     cordon,
     get_node,
     is_daemonset_pod,
     make_crashloop,
+    nothing_to_repair,
     operator_pod,
     patch_object,
     pods_on,
+    register_devices,
+    replace_operator_pod,
     require_gpu_node,
     set_allocatable,
     uncordon,
 )
 from gpusim.hardware import (
+    forget,
     hardware,
+    recall,
+    remember,
 )
 from gpusim.objects import (
     DRIVER_APP,
@@ -53,7 +58,6 @@ from gpusim.objects import (
     GPU_RESOURCE,
     Json,
     digest,
-    running_conditions,
     ts,
 )
 from gpusim.recording import record_event
@@ -78,6 +82,11 @@ _DRIVER_FAILING_RESTARTS = 11
 _OPERATOR_COMPONENT = "nvidia-gpu-operator"
 _OPERATOR_EVENT_REASON = "GPUDriverUpgrade"
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+INITIAL_STATE_ANNOTATION = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+"""k8s-operator-libs `UpgradeInitialStateAnnotationKeyFmt`: the node was cordoned when its
+upgrade began, so the controller leaves it cordoned at the end."""
+_UPGRADE = "driver-upgrade"
+"""The key under which an upgrade keeps what the node ran before it (both upgrade faults)."""
 
 
 def _check_version(fault: str, version: Any) -> str:
@@ -120,51 +129,21 @@ def _restart_driver_pod(
     """The operator deletes the driver pod; the DaemonSet controller creates one from the new
     template (new revision hash, image for `version`), running and ready unless `crashing`."""
     node_name = name_of(node)
-    old = operator_pod(store, node_name, DRIVER_APP)
-    if old is None:
-        raise FaultError(f'no {DRIVER_APP} pod on node "{node_name}"')
-    store.delete(BY_KIND["Pod"], GPU_OPERATOR_NS, name_of(old))
-    new = copy.deepcopy(old)
-    metadata = new["metadata"]
-    for key in ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "finalizers"):
-        metadata.pop(key, None)
-    revision = digest(DRIVER_APP, version, length=10)
-    metadata["name"] = f"{DRIVER_APP}-{digest(DRIVER_APP, node_name, version)}"
-    generation = int((metadata.get("labels") or {}).get("pod-template-generation") or 1) + 1
-    metadata["labels"] = {
-        **(metadata.get("labels") or {}),
-        "controller-revision-hash": revision,
-        "pod-template-generation": str(generation),
-    }
+    current = operator_pod(store, node_name, DRIVER_APP)
+    generation = int(labels_of(current or {}).get("pod-template-generation") or 1) + 1
     image = f"nvcr.io/nvidia/driver:{version}-ubuntu22.04"
-    containers = new.get("spec", {}).get("containers") or []
-    for container in containers:
-        container["image"] = image
-    started = at + timedelta(seconds=5)
-    container_name = str(containers[0]["name"]) if containers else "nvidia-driver-ctr"
-    new["status"] = {
-        "phase": "Running",
-        "hostIP": status_of(old).get("hostIP"),
-        "podIP": status_of(old).get("podIP"),
-        "startTime": ts(at),
-        "qosClass": status_of(old).get("qosClass", "BestEffort"),
-        "conditions": running_conditions(started),
-        "containerStatuses": [
-            {
-                "name": container_name,
-                "image": image,
-                "imageID": "nvcr.io/nvidia/driver@sha256:"
-                + hashlib.sha256(image.encode()).hexdigest(),
-                "containerID": container_id(metadata["name"], container_name, ts(started)),
-                "ready": True,
-                "started": True,
-                "restartCount": 0,
-                "state": {"running": {"startedAt": ts(started)}},
-                "lastState": {},
-            }
-        ],
-    }
-    created = store.create(BY_KIND["Pod"], GPU_OPERATOR_NS, new)
+    old, created = replace_operator_pod(
+        store,
+        node_name,
+        DRIVER_APP,
+        at,
+        name=f"{DRIVER_APP}-{digest(DRIVER_APP, node_name, version)}",
+        image=image,
+        labels={
+            "controller-revision-hash": digest(DRIVER_APP, version, length=10),
+            "pod-template-generation": str(generation),
+        },
+    )
     lines = [f"{node_name}: driver pod {name_of(old)} replaced by {name_of(created)} ({image})"]
     if crashing:
         _, began = make_crashloop(store, created, _DRIVER_FAILING_RESTARTS, at, node)
@@ -192,11 +171,72 @@ def _delete_gpu_pods(store: ClusterState, node: str) -> list[str]:
     return lines
 
 
+def _begin_upgrade(store: ClusterState, node: Json, version: str, at: datetime) -> None:
+    """ProcessDoneOrUnknownNodes: a node whose driver pod is out of date is marked
+    upgrade-required, and annotated when it is already cordoned (the upgrade must leave it
+    so). The simulator also keeps the driver pod and labels the node runs, for a repair."""
+    name = name_of(node)
+    remember(
+        store,
+        name,
+        _UPGRADE,
+        {
+            "driver_pod": copy.deepcopy(operator_pod(store, name, DRIVER_APP)),
+            "version": labels_of(node).get("nvidia.com/cuda.driver-version.full", ""),
+        },
+    )
+    hardware(store).upgrade_targets[name] = version
+    if spec_of(node).get("unschedulable"):
+        patch_object(
+            store,
+            "Node",
+            "",
+            name,
+            {"metadata": {"annotations": {INITIAL_STATE_ANNOTATION: "true"}}},
+        )
+    _set_upgrade_state(store, name, "upgrade-required", at)
+
+
+def _cordoned_before(store: ClusterState, node: str) -> bool:
+    return INITIAL_STATE_ANNOTATION in (meta(get_node(store, node)).get("annotations") or {})
+
+
+def _finish_upgrade(store: ClusterState, node: str, at: datetime) -> list[str]:
+    """updateNodeToUncordonOrDoneState and what follows: uncordon-required and the uncordon,
+    unless the node was cordoned when the upgrade began (then straight to upgrade-done, the
+    annotation removed, the cordon kept), then upgrade-done."""
+    lines: list[str] = []
+    if _cordoned_before(store, node):
+        patch_object(
+            store, "Node", "", node, {"metadata": {"annotations": {INITIAL_STATE_ANNOTATION: None}}}
+        )
+        lines.append(f"{node}: cordoned before the upgrade began: stays cordoned")
+    else:
+        _set_upgrade_state(store, node, "uncordon-required", at)
+        lines.append(f"{node}: {UPGRADE_STATE_LABEL}=uncordon-required")
+        lines += uncordon(store, node, at)
+    _set_upgrade_state(store, node, "upgrade-done", at)
+    lines.append(f"{node}: {UPGRADE_STATE_LABEL}=upgrade-done")
+    hardware(store).upgrade_targets.pop(node, None)
+    forget(store, node, _UPGRADE)
+    return lines
+
+
 def _enter_upgrade_state(
     store: ClusterState, node: str, state: str, version: str, at: datetime, crashing: bool = False
 ) -> list[str]:
     """What the controller did in the state before `state`, then the label change."""
     lines: list[str] = []
+    if state == "uncordon-required" and _cordoned_before(store, node):
+        return lines  # the controller goes straight to upgrade-done (see _finish_upgrade)
+    if state == "upgrade-done":
+        if _cordoned_before(store, node):
+            return _finish_upgrade(store, node, at)
+        lines += uncordon(store, node, at)
+        _set_upgrade_state(store, node, state, at)
+        hardware(store).upgrade_targets.pop(node, None)
+        forget(store, node, _UPGRADE)
+        return [*lines, f"{node}: {UPGRADE_STATE_LABEL}={state}"]
     if state == "wait-for-jobs-required":
         lines += cordon(store, node, at)
     elif state == "drain-required":
@@ -208,8 +248,6 @@ def _enter_upgrade_state(
         stamp = {**_driver_labels(version), "nvidia.com/gfd.timestamp": str(int(at.timestamp()))}
         patch_object(store, "Node", "", node, {"metadata": {"labels": stamp}})
         lines.append(f"{node}: GFD driver labels now {version}")
-    elif state == "upgrade-done":
-        lines += uncordon(store, node, at)
     _set_upgrade_state(store, node, state, at)
     lines.append(f"{node}: {UPGRADE_STATE_LABEL}={state}")
     return lines
@@ -240,8 +278,6 @@ def advance_upgrade(store: ClusterState, node: str, state: str, now: datetime) -
     lines: list[str] = []
     for next_state in UPGRADE_STATES[start + 1 : end + 1]:
         lines += _enter_upgrade_state(store, node, next_state, version, now)
-    if state == "upgrade-done":
-        hardware(store).upgrade_targets.pop(node, None)
     return lines
 
 
@@ -256,8 +292,7 @@ def driver_upgrade(t: Target, version: str) -> FaultResult:
         raise FaultError(f'driver-upgrade: "{t.name}" already runs driver {version}')
     if operator_pod(t.store, t.name, DRIVER_APP) is None:
         raise FaultError(f'driver-upgrade: no {DRIVER_APP} pod on node "{t.name}"')
-    hardware(t.store).upgrade_targets[t.name] = version
-    _set_upgrade_state(t.store, t.name, "upgrade-required", t.now)
+    _begin_upgrade(t.store, t.node, version, t.now)
     return FaultResult(
         "driver-upgrade",
         t.name,
@@ -280,11 +315,12 @@ def driver_upgrade_failed(t: Target, version: str = "570.86.15") -> FaultResult:
     lines: list[str] = []
     if current == "upgrade-done" or t.name not in state.upgrade_targets:
         version = _check_version("driver-upgrade-failed", version)
-        state.upgrade_targets[t.name] = version
         if current != "upgrade-required":
-            _set_upgrade_state(t.store, t.name, "upgrade-required", t.now - timedelta(minutes=45))
+            _begin_upgrade(t.store, t.node, version, t.now - timedelta(minutes=45))
             lines.append(f"{t.name}: {UPGRADE_STATE_LABEL}=upgrade-required (driver {version})")
             current = "upgrade-required"
+        else:
+            state.upgrade_targets[t.name] = version
     target = state.upgrade_targets[t.name]
     started = t.now - timedelta(minutes=40)
     # Walk to pod-restart-required; the restarted driver pod then crash-loops.
@@ -300,3 +336,60 @@ def driver_upgrade_failed(t: Target, version: str = "570.86.15") -> FaultResult:
     _set_upgrade_state(t.store, t.name, UPGRADE_FAILED, t.now)
     lines.append(f"{t.name}: {UPGRADE_STATE_LABEL}={UPGRADE_FAILED}")
     return FaultResult("driver-upgrade-failed", t.name, lines)
+
+
+# ---- repairs ---------------------------------------------------------------------------------
+
+
+def _roll_back(t: Target, fault: str) -> FaultResult:
+    """The upgrade is called off: the ClusterPolicy names the driver the node ran before, so
+    the upgrade controller finds a driver pod out of date wherever it had been replaced (a new
+    one or a crash-looping one) and restarts it from that template; the driver loads, GPU
+    Feature Discovery relabels its version and the device plugin registers the GPUs again;
+    then the controller finishes as ProcessUpgradeFailedNodes / updateNodeToUncordonOrDoneState
+    do: uncordon-required and the uncordon, or straight to upgrade-done for a node that was
+    cordoned before the upgrade began (its cordon is a person's and stays). The GPU pods the
+    upgrade evicted are not brought back: their owners make new ones."""
+    state = labels_of(t.node).get(UPGRADE_STATE_LABEL, "upgrade-done")
+    kept = recall(t.store, t.name, _UPGRADE)
+    if state == "upgrade-done" and t.name not in hardware(t.store).upgrade_targets:
+        return nothing_to_repair(fault, t.name, "no driver upgrade in progress")
+    lines: list[str] = []
+    before: Json | None = kept.get("driver_pod")
+    current = operator_pod(t.store, t.name, DRIVER_APP)
+    revision = "controller-revision-hash"
+    if before is not None and (
+        current is None
+        or labels_of(current).get(revision) != labels_of(before).get(revision)
+        or not pod_ready(current)
+    ):
+        old, created = replace_operator_pod(t.store, t.name, DRIVER_APP, t.now, template=before)
+        lines.append(
+            f"{t.name}: driver pod {name_of(old)} replaced by {name_of(created)} "
+            f"({_driver_image(created)}, the driver before the upgrade)"
+        )
+    version = str(kept.get("version") or "")
+    if (
+        version
+        and labels_of(get_node(t.store, t.name)).get("nvidia.com/cuda.driver-version.full")
+        != version
+    ):
+        stamp = {**_driver_labels(version), "nvidia.com/gfd.timestamp": str(int(t.now.timestamp()))}
+        patch_object(t.store, "Node", "", t.name, {"metadata": {"labels": stamp}})
+        lines.append(f"{t.name}: GFD driver labels back to {version}")
+    lines += register_devices(t.store, get_node(t.store, t.name))
+    lines += _finish_upgrade(t.store, t.name, t.now)
+    return FaultResult(fault, t.name, lines)
+
+
+def _driver_image(pod: Json) -> str:
+    containers = spec_of(pod).get("containers") or [{}]
+    return str(containers[0].get("image", ""))
+
+
+def repair_driver_upgrade(t: Target) -> FaultResult:
+    return _roll_back(t, "driver-upgrade")
+
+
+def repair_driver_upgrade_failed(t: Target) -> FaultResult:
+    return _roll_back(t, "driver-upgrade-failed")
