@@ -69,8 +69,9 @@ from bot.remediate.nodes import remove_taint, set_annotations, uncordon
 from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, SHUTDOWN_ANNOTATION, Store
+from gpusim.state import SHUTDOWN_ANNOTATION, ClusterState
 
 T = TypeVar("T")
 NODE = "gpu-a1"
@@ -137,7 +138,7 @@ class CountingServer:
     without it the comparison measures the simulator more than either tool."""
 
     def __init__(self, items: list[objects.Json], *, nodelay: bool = True) -> None:
-        store = Store()
+        store = ClusterState()
         store.load(items)
         self.server = SimulatedApiServer(store)
         self.requests: Counter[str] = Counter()

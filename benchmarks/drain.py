@@ -26,7 +26,7 @@ from bot.remediate.draining import drain
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import SHUTDOWN_ANNOTATION, Store
+from gpusim.state import SHUTDOWN_ANNOTATION, ClusterState
 
 NODE = "gpu-a1"
 
@@ -52,7 +52,7 @@ def build(now: datetime) -> list[objects.Json]:
 
 
 def fresh(items: list[objects.Json]) -> SimulatedApiServer:
-    store = Store()
+    store = ClusterState()
     store.load(items)
     return SimulatedApiServer(store).start()
 

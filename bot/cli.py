@@ -577,6 +577,28 @@ def sim_inject(
         alerts_out.write_text(json.dumps(result["payload"], indent=2))
 
 
+@sim_app.command("repair")
+@handles_bad_input
+def sim_repair(
+    fault: Annotated[
+        str, typer.Argument(help="The fault to take away: zero-capacity, xid, not-ready, ...")
+    ],
+    node: Annotated[str, typer.Option("--node")],
+    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    param: Annotated[list[str] | None, typer.Option("--param", help="KEY=VALUE.")] = None,
+) -> None:
+    """Take a fault away from a node of a running simulated cluster (a cordon stays)."""
+    from gpusim.launching import SimulatorError, repair_remote
+
+    params = dict(_param(p) for p in param or [])
+    try:
+        result = repair_remote(server, fault, node, params)
+    except SimulatorError as exc:
+        raise InputError("sim repair", str(exc)) from exc
+    for line in result["description"]:
+        typer.echo(line)
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

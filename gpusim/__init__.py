@@ -1,0 +1,6 @@
+"""gpusim: a simulated GPU Kubernetes cluster, served to the real `kubernetes` client and the
+real `kubectl`, for gpubot's demo, drills and end-to-end tests.
+
+Its layers are an import-linter contract (`.importlinter`, `gpusim-layers`). It must never
+import gpubot beyond `bot.kube.objects`, and never serve anything but 127.0.0.1.
+"""

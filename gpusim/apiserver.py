@@ -2,8 +2,9 @@
 
 Serves what kubectl and the official `kubernetes` client call for the GPU node lifecycle:
 legacy discovery, list/get/create/update/patch/delete, watch (with bookmarks and 410 Gone),
-and the pods `eviction`, `log` and `status` subresources. Every failure is the Status body
-the real API server sends. It must never be reachable from anything but this machine: it
+and the pods `eviction`, `log` and `status` subresources, plus the simulator's own control
+endpoints `POST /_sim/faults` and `/_sim/repairs`. Every failure is the Status body the real
+API server sends. It must never be reachable from anything but this machine: it
 binds 127.0.0.1 only and has no authentication, like a test apiserver.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -22,17 +23,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
-from gpusim import controllers, faults
+from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
+from gpusim import faults, kubelet
+from gpusim.defaulting import pod_on_create
+from gpusim.objects import Json
+from gpusim.openapi import openapi_v3
+from gpusim.resources import BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.serving import LoopbackServer
-from gpusim.store import (
-    BY_PLURAL,
-    RESOURCES,
-    ApiError,
-    Json,
-    ResourceType,
-    Store,
-    WatchEvent,
-)
+from gpusim.state import ClusterState, WatchEvent
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -102,6 +100,8 @@ def _groups() -> list[Json]:
 
 
 class _Request:
+    """One HTTP request, its body read at once (a kept-alive connection must not keep it)."""
+
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         split = urlsplit(handler.path)
         self.parts = [p for p in split.path.split("/") if p]
@@ -152,19 +152,18 @@ _PULL_FAILURES = {
 """How the kubelet words the common waiting reasons when asked for a container's log."""
 
 
-def _pod_log(store: Store, pod: Json, query: dict[str, str]) -> str:
+def _pod_log(store: ClusterState, pod: Json, query: dict[str, str]) -> str:
     """`GET pods/NAME/log`: what the simulated kubelet kept of a container it ran (the
-    `nvidia-smi -L` pods, see `controllers.container_log`); for a pod on a node whose container
+    `nvidia-smi -L` pods, see `kubelet.container_log`); for a pod on a node whose container
     has not started, the kubelet's 400 (`validateContainerLogStatus`); otherwise one generic
     line, for the pods the simulator only pretends to run."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    meta = pod.get("metadata") or {}
-    name = str(meta.get("name", ""))
+    spec, status = spec_of(pod), status_of(pod)
+    name = name_of(pod)
     names = [str(c.get("name", "")) for c in spec.get("containers") or []]
     container = query.get("container") or (names[0] if names else "")
     if names and container not in names:
         raise ApiError(400, "BadRequest", f"container {container} is not valid for pod {name}")
-    kept = controllers.container_log(store, pod, container)
+    kept = kubelet.container_log(store, pod, container)
     if kept is not None:
         return kept
     if spec.get("nodeName"):
@@ -186,7 +185,7 @@ def _pod_log(store: Store, pod: Json, query: dict[str, str]) -> str:
                 "BadRequest",
                 f'container "{container}" in pod "{name}" is waiting to start: {reason}',
             )
-    return f"{datetime.now(UTC).isoformat()} simulated log of {meta.get('namespace', '')}/{name}\n"
+    return f"{datetime.now(UTC).isoformat()} simulated log of {namespace_of(pod)}/{name}\n"
 
 
 def _list_kind(resource: ResourceType) -> str:
@@ -196,12 +195,14 @@ def _list_kind(resource: ResourceType) -> str:
 class SimulatedApiServer:
     """The HTTP server; `store` is the state tests and fault injection act on."""
 
-    def __init__(self, store: Store | None = None, port: int = 0) -> None:
-        self.store = store or Store()
+    def __init__(self, store: ClusterState | None = None, port: int = 0) -> None:
+        self.store = store or ClusterState()
         self._stop = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            """Hands every request to the server; keeps nothing itself."""
+
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:
@@ -297,6 +298,10 @@ class SimulatedApiServer:
         parts = request.parts
         if parts == ["_sim", "faults"] and method == "POST":
             return 201, self._inject(request.body())
+        if parts == ["_sim", "repairs"] and method == "POST":
+            return 201, self._repair(request.body())
+        if method == "GET" and parts[:2] == ["openapi", "v3"]:
+            return 200, openapi_v3(parts)
         if method == "GET" and parts in (["version"], ["version", ""]):
             return 200, KUBERNETES_VERSION
         if method == "GET" and parts == ["api"]:
@@ -337,10 +342,11 @@ class SimulatedApiServer:
                 return 200, self._list(request, resource, namespace)
             if method == "POST":
                 if resource.namespaced and not namespace:
-                    namespace = str(
-                        (request.body().get("metadata") or {}).get("namespace") or "default"
-                    )
-                return 201, store.create(resource, namespace, _object(request.body(), resource))
+                    namespace = str(meta(request.body()).get("namespace") or "default")
+                body = _object(request.body(), resource)
+                if resource.kind == "Pod":
+                    body = pod_on_create(body)
+                return 201, store.create(resource, namespace, body)
             raise ApiError(
                 405,
                 "MethodNotAllowed",
@@ -369,6 +375,20 @@ class SimulatedApiServer:
 
     def _inject(self, body: Any) -> Json:
         """The simulator's own control endpoint (not Kubernetes): `gpubot sim inject`."""
+        result = self._fault_call(faults.inject, body)
+        return {
+            "fault": result.fault,
+            "node": result.node,
+            "description": result.description,
+            "payload": result.payload(),
+        }
+
+    def _repair(self, body: Any) -> Json:
+        """`POST /_sim/repairs`, the same body as `/_sim/faults`: `gpubot sim repair`."""
+        result = self._fault_call(faults.repair, body)
+        return {"fault": result.fault, "node": result.node, "description": result.description}
+
+    def _fault_call(self, call: Callable[..., faults.FaultResult], body: Any) -> faults.FaultResult:
         if not isinstance(body, dict) or not body.get("fault") or not body.get("node"):
             raise ApiError(
                 400, "BadRequest", 'expected {"fault": ..., "node": ..., "params": {...}}'
@@ -377,17 +397,11 @@ class SimulatedApiServer:
         if not isinstance(params, dict):
             raise ApiError(400, "BadRequest", "params must be an object")
         try:
-            result = faults.inject(
+            return call(
                 self.store, str(body["fault"]), str(body["node"]), datetime.now(UTC), **params
             )
         except faults.FaultError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
-        return {
-            "fault": result.fault,
-            "node": result.node,
-            "description": result.description,
-            "payload": result.payload(),
-        }
 
     def _list(self, request: _Request, resource: ResourceType, namespace: str) -> bytes:
         token = request.query.get("continue") or ""
@@ -505,7 +519,7 @@ def _object(body: Any, resource: ResourceType) -> Json:
 
 
 @contextmanager
-def running(store: Store | None = None) -> Iterator[SimulatedApiServer]:
+def running(store: ClusterState | None = None) -> Iterator[SimulatedApiServer]:
     server = SimulatedApiServer(store).start()
     try:
         yield server

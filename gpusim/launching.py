@@ -1,5 +1,7 @@
 """Starting a simulated cluster in this process, and injecting a fault into one that runs
-elsewhere: what `gpubot sim serve`, `sim inject`, `demo` and the drills call."""
+elsewhere (and repairing it): what `gpubot sim serve`, `sim inject`, `sim repair`, `demo`
+and the drills call. It wires the parts together and must never hold behaviour of its own:
+what a fault or a repair does lives in the fault modules."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from typing import Any
 
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
-from gpusim.metrics import DcgmExporterServer
+from gpusim.exporter import DcgmExporterServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 
 class SimulatorError(Exception):
-    """A fault the simulator refused, or no simulator answering; the message says which."""
+    """A fault or repair the simulator refused, or no simulator answering; the message says
+    which."""
 
 
 @dataclass
@@ -45,7 +48,7 @@ def start_simulator(
 ) -> Simulation:
     """The API, the dcgm-exporter endpoints and (unless asked not to) the simulated
     scheduler, kubelet, ReplicaSet/Job and DaemonSet controllers."""
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(gpu_nodes, datetime.now(UTC), pods_per_node=pods_per_node)["items"])
     api = SimulatedApiServer(store, port).start()
     loops = Controllers(store) if controllers else None
@@ -55,10 +58,21 @@ def start_simulator(
 
 
 def inject_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:
-    """POST to a running simulator's control endpoint; a 4xx becomes a `SimulatorError`."""
+    """POST to a running simulator's fault endpoint; a 4xx becomes a `SimulatorError`."""
+    return _control(server, "/_sim/faults", fault, node, params)
+
+
+def repair_remote(server: str, fault: str, node: str, params: dict[str, Any]) -> dict[str, Any]:
+    """POST to a running simulator's repair endpoint; a 4xx becomes a `SimulatorError`."""
+    return _control(server, "/_sim/repairs", fault, node, params)
+
+
+def _control(
+    server: str, path: str, fault: str, node: str, params: dict[str, Any]
+) -> dict[str, Any]:
     body = json.dumps({"fault": fault, "node": node, "params": params}).encode()
     request = urllib.request.Request(
-        server.rstrip("/") + "/_sim/faults",
+        server.rstrip("/") + path,
         data=body,
         method="POST",
         headers={"Content-Type": "application/json"},

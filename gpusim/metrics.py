@@ -1,8 +1,7 @@
-"""dcgm-exporter-style metrics for the simulated GPU nodes, over HTTP on 127.0.0.1.
+"""dcgm-exporter's series for the simulated GPU nodes: names, labels and values.
 
-What a real Prometheus scrapes from NVIDIA/dcgm-exporter, for every GPU node of a simulated
-cluster: `GET /metrics/<node>` is one node's exporter (one scrape target per node), `GET
-/metrics` every node at once. Names, types and HELP texts are those of dcgm-exporter's
+What a real Prometheus scrapes from NVIDIA/dcgm-exporter, per GPU of a simulated node (served
+over HTTP by `gpusim.exporter`). Names, types and HELP texts are those of dcgm-exporter's
 `etc/default-counters.csv` and `etc/dcp-metrics-included.csv` (the ECC and NVLink fields are
 off by default there; the counters CSV we ship turns them on); labels are the exporter's
 `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname` and the `DCGM_FI_DRIVER_VERSION`
@@ -11,17 +10,20 @@ a relabeling would add in a real setup).
 
 Where the values come from:
 - GPUs, model and driver: the node's GPU Feature Discovery labels (`nvidia.com/gpu.count`,
-  `nvidia.com/gpu.product`, `nvidia.com/cuda.driver-version.full`). A node without GPUs has no
-  exporter: 404, like a node the DaemonSet does not run on.
+  `nvidia.com/gpu.product`, `nvidia.com/cuda.driver-version.full`).
 - Temperature and power: a steady baseline derived from node name and GPU index, unless
   `set_temperature` overrides it (thermal alert tests).
-- Faults: `gpusim.faults.gpu_state` (last Xid, ECC, remapped rows, NVLink, Fabric Manager).
+- Faults: `gpusim.hardware.gpu_state` (last Xid, ECC, remapped rows, NVLink, Fabric Manager).
   A GPU whose last Xid is 79 fell off the bus: DCGM can no longer read the device, and
   dcgm-exporter skips blank values, so its device-read fields (temperatures, power, ECC,
   NVLink, remapped rows, Fabric Manager) vanish. Xids are different: the driver reports them
   as events, which DCGM records whatever state the device is in, so `DCGM_FI_DEV_XID_ERRORS`
   keeps reading 79 for that GPU (and `DCGM_EXP_XID_ERRORS_COUNT` counts it) until a reboot
   brings the GPU back with a clean gauge.
+- `DCGM_FI_DEV_XID_ERRORS` is the last Xid DCGM recorded, not a current fault: it does not
+  go back to 0 when the GPU recovers (NVIDIA/dcgm-exporter#500, NVIDIA/DCGM#277). Only a new
+  DCGM (the exporter's embedded hostengine restarting with its container, or the node
+  rebooting) starts with a clean gauge; a repair that must clear it restarts the exporter.
 - `DCGM_EXP_XID_ERRORS_COUNT` (dcgm-exporter's `xidCollector`, a gauge): per GPU, how often
   each Xid occurred within the exporter's window (`--xid-count-window-size`, default 5 min),
   one series per code with labels `xid` and `window_size_in_ms`; a GPU without Xids in the
@@ -29,17 +31,10 @@ Where the values come from:
   each GPU's last Xid, so the simulator logs an Xid event when a scrape first sees a GPU's
   last Xid change to a non-zero code, on the exporter's clock (two Xids injected between two
   scrapes count as the later one; the same code twice in a row counts once). The log of a
-  node starts over when its boot id changes: a reboot restarts DCGM, whose window then holds
-  nothing older.
-- Exporter health: a node whose `nvidia-dcgm-exporter` pod exists but is not Running and
-  Ready (crashed, or marked Ready=False because the node went NotReady) answers 503, which
-  Prometheus records as `up == 0`; `/metrics` leaves such nodes out.
+  node starts over when its boot id or its exporter's container changes: a reboot or an
+  exporter restart starts a new DCGM, whose window then holds nothing older.
 
-dcgm-exporter writes counter families under their bare names (`# TYPE
-DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter`, samples without a `_total` suffix), while
-prometheus_client's text renderer names a counter family `<name>_total`; `render` renames those
-two header lines back, so Prometheus sees exactly what dcgm-exporter serves. (Note for tests:
-prometheus_client's own parser reports such samples as `<name>_total`; Prometheus does not.)
+This module reads; it must never change the cluster or the GPU state it reads.
 """
 
 from __future__ import annotations
@@ -47,32 +42,19 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from prometheus_client.exposition import generate_latest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector, CollectorRegistry
+from bot.kube.objects import labels_of, name_of, status_of
+from gpusim.faulting import FaultError
+from gpusim.hardware import XID_FELL_OFF_BUS, XID_ROW_REMAP_FAILURE, gpu_count
+from gpusim.objects import Json
+from gpusim.resources import BY_KIND, ApiError
+from gpusim.state import ClusterState
 
-from bot.kube.objects import labels_of, name_of, pod_ready
-from gpusim.faults import FaultError, gpu_state
-from gpusim.objects import GPU_OPERATOR_NS, Json
-from gpusim.serving import LoopbackServer
-from gpusim.store import BY_KIND, ApiError, Store
-
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-"""What dcgm-exporter answers with: the classic Prometheus text format."""
-
-DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"
-XID_FELL_OFF_BUS = 79
-XID_ROW_REMAP_FAILURE = 64
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 XID_WINDOW_MS = 5 * 60 * 1000
 """dcgm-exporter's `--xid-count-window-size` default (milliseconds)."""
@@ -176,7 +158,6 @@ READABLE_WHEN_LOST = frozenset({XID_GAUGE})
 
 GPU_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname")
 DRIVER_LABEL = "DCGM_FI_DRIVER_VERSION"
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 # gpu_state() field -> DCGM field it feeds (counters the faults do not model read as 0).
 _STATE_FIELDS = {
@@ -215,13 +196,13 @@ _BUS_IDS = (0x07, 0x0F, 0x47, 0x4E, 0x87, 0x90, 0xB7, 0xBD)
 
 # ---- temperature overrides ------------------------------------------------------------------
 
-_TEMPERATURES: weakref.WeakKeyDictionary[Store, dict[tuple[str, int], float]] = (
+_TEMPERATURES: weakref.WeakKeyDictionary[ClusterState, dict[tuple[str, int], float]] = (
     weakref.WeakKeyDictionary()
 )
 _TEMPERATURES_LOCK = threading.Lock()
 
 
-def set_temperature(store: Store, node: str, gpu: int, celsius: float | None) -> None:
+def set_temperature(store: ClusterState, node: str, gpu: int, celsius: float | None) -> None:
     """Make `DCGM_FI_DEV_GPU_TEMP` of GPU `gpu` on `node` read `celsius` (None: back to its
     baseline). Raises FaultError, changing nothing, for an unknown node or GPU."""
     try:
@@ -241,7 +222,7 @@ def set_temperature(store: Store, node: str, gpu: int, celsius: float | None) ->
             overrides[(node, gpu)] = float(celsius)
 
 
-def _temperature_overrides(store: Store) -> dict[tuple[str, int], float]:
+def temperature_overrides(store: ClusterState) -> dict[tuple[str, int], float]:
     with _TEMPERATURES_LOCK:
         return dict(_TEMPERATURES.get(store, {}))
 
@@ -254,33 +235,36 @@ class _XidLog:
     """One store's Xid events per (node, GPU), as the scrapes saw them happen."""
 
     boot: dict[str, str] = field(default_factory=dict)
-    """node -> the boot id the node's events belong to."""
+    """node -> the boot id and exporter the node's events belong to."""
     last: dict[tuple[str, int], int] = field(default_factory=dict)
     """(node, GPU) -> the last Xid a scrape saw."""
     events: dict[tuple[str, int], deque[tuple[float, int]]] = field(default_factory=dict)
     """(node, GPU) -> (seconds since the epoch, Xid code), oldest first."""
 
 
-_XID_LOGS: weakref.WeakKeyDictionary[Store, _XidLog] = weakref.WeakKeyDictionary()
+_XID_LOGS: weakref.WeakKeyDictionary[ClusterState, _XidLog] = weakref.WeakKeyDictionary()
 _XID_LOGS_LOCK = threading.Lock()
 
 
 def _boot_id(node: Json) -> str:
-    return str(((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or "")
+    return str((status_of(node).get("nodeInfo") or {}).get("bootID") or "")
 
 
 def observe_xids(
-    store: Store,
+    store: ClusterState,
     node: Json,
     gpus: Mapping[int, Mapping[str, Any]],
     now: float,
     window_ms: int,
+    exporter: str = "",
 ) -> dict[int, dict[int, int]]:
     """Log the Xids of `node` that changed since the last scrape (at `now`, seconds since the
     epoch) and return, per GPU index of the node, Xid code -> occurrences within the last
-    `window_ms` (an empty dict: none). A new boot id clears the node's log first."""
+    `window_ms` (an empty dict: none). A new boot id, or a new `exporter` (the identity of the
+    exporter process: its pod's uid), clears the node's log first: a new DCGM remembers no
+    Xid."""
     name = name_of(node)
-    boot = _boot_id(node)
+    boot = f"{_boot_id(node)}/{exporter}"
     since = now - window_ms / 1000
     counts: dict[int, dict[int, int]] = {}
     with _XID_LOGS_LOCK:
@@ -307,12 +291,6 @@ def observe_xids(
 
 
 # ---- one GPU's identity and readings --------------------------------------------------------
-
-
-def gpu_count(node: Json) -> int:
-    """GPUs of a node, from GFD's `nvidia.com/gpu.count` label (0: not a GPU node)."""
-    label = labels_of(node).get("nvidia.com/gpu.count", "")
-    return int(label) if label.isdigit() else 0
 
 
 def model_name(product: str) -> str:
@@ -407,229 +385,3 @@ def node_series(
         counts = dict((xid_counts or {}).get(index, {}))
         series.append(GpuSeries(gpu_labels, values, counts))
     return series
-
-
-def _exporter_pods(store: Store, node: str | None = None) -> dict[str, list[Json]]:
-    """node -> its live dcgm-exporter pods."""
-    selector = f"spec.nodeName={node}" if node else ""
-    pods, _ = store.list(BY_KIND["Pod"], GPU_OPERATOR_NS, f"app={DCGM_EXPORTER_APP}", selector)
-    by_node: dict[str, list[Json]] = {}
-    for pod in pods:
-        if pod["metadata"].get("deletionTimestamp"):
-            continue
-        by_node.setdefault(str((pod.get("spec") or {}).get("nodeName") or ""), []).append(pod)
-    return by_node
-
-
-def exporter_up(pods: list[Json]) -> bool:
-    """Whether a node's exporter answers: no dcgm-exporter pod modelled (a bare store), or one
-    Running and Ready."""
-    return not pods or any(pod_ready(p) for p in pods)
-
-
-# ---- the collector --------------------------------------------------------------------------
-
-
-class DcgmCollector(Collector):
-    """prometheus_client Collector over a simulated cluster: every GPU node whose exporter is
-    up, or only `nodes`."""
-
-    def __init__(
-        self,
-        store: Store,
-        *,
-        node_label: str | None = None,
-        nodes: Collection[str] | None = None,
-        xid_window_ms: int = XID_WINDOW_MS,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        if node_label is not None and (
-            not _LABEL_NAME.match(node_label)
-            or node_label in (DRIVER_LABEL, WINDOW_LABEL, XID_LABEL)
-        ):
-            raise ValueError(f"node_label must be a Prometheus label name, not {node_label!r}")
-        if (
-            not isinstance(xid_window_ms, int)
-            or isinstance(xid_window_ms, bool)
-            or xid_window_ms < 1
-        ):
-            raise ValueError(f"xid_window_ms must be a positive integer, not {xid_window_ms!r}")
-        self.store = store
-        self.node_label = None if node_label in GPU_LABELS else node_label
-        self.nodes = None if nodes is None else frozenset(nodes)
-        self.xid_window_ms = xid_window_ms
-        self.clock = clock
-
-    def only(self, node: str) -> DcgmCollector:
-        """The same collector limited to one node: what that node's exporter serves."""
-        return DcgmCollector(
-            self.store,
-            node_label=self.node_label,
-            nodes=[node],
-            xid_window_ms=self.xid_window_ms,
-            clock=self.clock,
-        )
-
-    def describe(self) -> Iterable[Metric]:
-        return [Metric(f.name, f.help, f.type) for f in ALL_FIELDS]
-
-    def series(self) -> Iterator[GpuSeries]:
-        if self.nodes is not None and len(self.nodes) == 1:
-            (single,) = self.nodes
-            try:
-                nodes = [self.store.get(BY_KIND["Node"], "", single)]
-            except ApiError:
-                return
-            pods = _exporter_pods(self.store, single)
-        else:
-            nodes, _ = self.store.list(BY_KIND["Node"], "")
-            pods = _exporter_pods(self.store)
-        # dict() of a dict copies it in one step, so a fault injected meanwhile cannot break
-        # the iteration; the per-GPU dicts are copied the same way.
-        state = dict(gpu_state(self.store))
-        temperatures = _temperature_overrides(self.store)
-        now = self.clock()
-        for node in nodes:
-            name = name_of(node)
-            if self.nodes is not None and name not in self.nodes:
-                continue
-            if not exporter_up(pods.get(name, [])):
-                continue
-            gpus = {index: dict(gpu) for index, gpu in dict(state.get(name, {})).items()}
-            counts = observe_xids(self.store, node, gpus, now, self.xid_window_ms)
-            yield from node_series(node, gpus, temperatures, self.node_label, counts)
-
-    def collect(self) -> Iterable[Metric]:
-        families = {f.name: Metric(f.name, f.help, f.type) for f in ALL_FIELDS}
-        window = {WINDOW_LABEL: str(self.xid_window_ms)}
-        count_family = families[XID_COUNT.name]
-        for gpu in self.series():
-            for name, value in gpu.values.items():
-                families[name].add_sample(name, gpu.labels, value)
-            if not gpu.xid_counts:
-                count_family.add_sample(XID_COUNT.name, {**gpu.labels, **window}, 0)
-            for code, count in sorted(gpu.xid_counts.items()):
-                labels = {**gpu.labels, **window, XID_LABEL: str(code)}
-                count_family.add_sample(XID_COUNT.name, labels, count)
-        return [family for family in families.values() if family.samples]
-
-
-def render(collector: Collector) -> bytes:
-    """The exposition text, with counter families under their bare names as dcgm-exporter
-    writes them (see the module docstring)."""
-    text = generate_latest(collector)
-    for spec in ALL_FIELDS:
-        if spec.type == "counter":
-            for kind in (b"HELP", b"TYPE"):
-                wrong = b"# %s %s_total " % (kind, spec.name.encode())
-                text = text.replace(wrong, b"# %s %s " % (kind, spec.name.encode()))
-    return text
-
-
-# ---- the HTTP server ------------------------------------------------------------------------
-
-
-class DcgmExporterServer:
-    """`GET /metrics/<node>`: that node's dcgm-exporter (404 for an unknown or GPU-less node,
-    503 while its exporter pod is not ready); `GET /metrics`: every node at once."""
-
-    def __init__(
-        self,
-        store: Store,
-        port: int = 0,
-        *,
-        node_label: str | None = None,
-        xid_window_ms: int = XID_WINDOW_MS,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.store = store
-        self.collector = DcgmCollector(
-            store, node_label=node_label, xid_window_ms=xid_window_ms, clock=clock
-        )
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self.collector)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-        self._http = LoopbackServer(Handler, port, "sim-dcgm-exporter")
-
-    @property
-    def port(self) -> int:
-        return self._http.port
-
-    @property
-    def url(self) -> str:
-        return self._http.url
-
-    def node_url(self, node: str) -> str:
-        return f"{self.url}/metrics/{node}"
-
-    def start(self) -> DcgmExporterServer:
-        self._http.start()
-        return self
-
-    def stop(self) -> None:
-        self._http.stop()
-
-    def __enter__(self) -> DcgmExporterServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        try:
-            code, body, content_type = self._dispatch(urlsplit(handler.path).path)
-        except Exception as exc:  # the server stays up whatever a request does
-            code, body, content_type = 500, f"{exc}\n".encode(), "text/plain; charset=utf-8"
-        handler.send_response(code)
-        handler.send_header("Content-Type", content_type)
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-
-    def _dispatch(self, path: str) -> tuple[int, bytes, str]:
-        parts = [unquote(p) for p in path.removeprefix("/").split("/")]
-        if parts == ["metrics"]:
-            return 200, render(self.registry), CONTENT_TYPE
-        if len(parts) == 2 and parts[0] == "metrics" and parts[1]:
-            return self._node(parts[1])
-        return _text(404, f"not found: {path}; try /metrics or /metrics/<node>")
-
-    def _node(self, name: str) -> tuple[int, bytes, str]:
-        try:
-            node = self.store.get(BY_KIND["Node"], "", name)
-        except ApiError:
-            return _text(404, f'node "{name}" not found')
-        if gpu_count(node) == 0:
-            return _text(404, f'node "{name}" has no NVIDIA GPUs: no dcgm-exporter runs there')
-        if not exporter_up(_exporter_pods(self.store, name).get(name, [])):
-            return _text(503, f'{DCGM_EXPORTER_APP} on node "{name}" is not ready')
-        return 200, render(self.collector.only(name)), CONTENT_TYPE
-
-
-def _text(code: int, message: str) -> tuple[int, bytes, str]:
-    return code, f"{message}\n".encode(), "text/plain; charset=utf-8"
-
-
-@contextmanager
-def running(
-    store: Store,
-    *,
-    node_label: str | None = None,
-    xid_window_ms: int = XID_WINDOW_MS,
-    clock: Callable[[], float] = time.time,
-) -> Iterator[DcgmExporterServer]:
-    """A started DcgmExporterServer on a free port, stopped on exit."""
-    with DcgmExporterServer(
-        store, node_label=node_label, xid_window_ms=xid_window_ms, clock=clock
-    ) as server:
-        yield server

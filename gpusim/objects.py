@@ -4,6 +4,8 @@ Field for field what `kubectl get -o json` prints for nodes, pods, events, PDBs 
 DaemonSets (names, labels and statuses from NVIDIA/gpu-operator and k8s-device-plugin), so
 that the snapshot parser, the rule tests and later the simulated API server all stand on the
 same ground. Names and uids are derived from the inputs: the same call gives the same object.
+Builders only: they must never read or write a cluster, and their output must stay what
+`rules/tests/snapshots/healthy.json` holds (a test compares them).
 """
 
 from __future__ import annotations
@@ -25,9 +27,29 @@ OPERATOR_DAEMONSETS = (
     ("nvidia-operator-validator", "operator-validator"),
 )
 DRIVER_VERSION = "550.54.15"
+DRIVER_APP = "nvidia-driver-daemonset"
+DEVICE_PLUGIN_APP = "nvidia-device-plugin-daemonset"
+DCGM_EXPORTER_APP = "nvidia-dcgm-exporter"
+GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_SCHEDULER = "default-scheduler"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+KUBELET_CONDITIONS = {
+    "MemoryPressure": (
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    "DiskPressure": ("False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    "PIDPressure": ("False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    "Ready": ("True", "KubeletReady", "kubelet is posting ready status"),
+}
+"""The node conditions a healthy kubelet posts, in its order: type -> (status, reason, message)."""
 
 
-def _digest(*parts: str, length: int = 5) -> str:
+def digest(*parts: str, length: int = 5) -> str:
     alphabet = "bcdfghjklmnpqrstvwxz2456789"
     raw = hashlib.sha256("/".join(parts).encode()).digest()
     return "".join(alphabet[b % len(alphabet)] for b in raw[:length])
@@ -149,9 +171,7 @@ def node(
         "metadata": {
             "name": name,
             "uid": uid("node", name),
-            "resourceVersion": str(
-                100000 + int(_digest(name, length=3).encode().hex(), 16) % 90000
-            ),
+            "resourceVersion": str(100000 + int(digest(name, length=3).encode().hex(), 16) % 90000),
             "creationTimestamp": ts(created),
             "labels": labels,
             "annotations": {
@@ -160,32 +180,14 @@ def node(
             },
         },
         "spec": {
-            "providerID": f"aws:///us-east-1a/i-0{_digest(name, length=16)}",
+            "providerID": f"aws:///us-east-1a/i-0{digest(name, length=16)}",
             "podCIDR": "10.244.0.0/24",
         },
         "status": {
             "capacity": capacity,
             "allocatable": allocatable,
             "conditions": [
-                condition(
-                    "MemoryPressure",
-                    "False",
-                    "KubeletHasSufficientMemory",
-                    "kubelet has sufficient memory available",
-                ),
-                condition(
-                    "DiskPressure",
-                    "False",
-                    "KubeletHasNoDiskPressure",
-                    "kubelet has no disk pressure",
-                ),
-                condition(
-                    "PIDPressure",
-                    "False",
-                    "KubeletHasSufficientPID",
-                    "kubelet has sufficient PID available",
-                ),
-                condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+                condition(kind, *healthy) for kind, healthy in KUBELET_CONDITIONS.items()
             ],
             "addresses": [
                 {
@@ -196,7 +198,7 @@ def node(
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": _digest(name, "machine", length=32),
+                "machineID": digest(name, "machine", length=32),
                 "systemUUID": uid("system", name),
                 "bootID": uid("boot", name, ts(boot)),
                 "kernelVersion": "5.15.0-1061-aws",
@@ -298,7 +300,7 @@ def pod(
         }
     volumes: list[Json] = [
         {
-            "name": f"kube-api-access-{_digest(name, 'vol')}",
+            "name": f"kube-api-access-{digest(name, 'vol')}",
             "projected": {
                 "defaultMode": 420,
                 "sources": [{"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}}],
@@ -418,13 +420,13 @@ def operator_pods(node_name: str, now: datetime, age: timedelta = timedelta(days
     for ds, _ in OPERATOR_DAEMONSETS:
         pods.append(
             pod(
-                f"{ds}-{_digest(ds, node_name)}",
+                f"{ds}-{digest(ds, node_name)}",
                 GPU_OPERATOR_NS,
                 node_name,
                 now,
                 labels={
                     "app": ds,
-                    "controller-revision-hash": _digest(ds, length=10),
+                    "controller-revision-hash": digest(ds, length=10),
                     "pod-template-generation": "1",
                 },
                 owner_ref=owner("DaemonSet", ds),
@@ -529,7 +531,7 @@ def event(
     type_: str = "Normal",
     count: int = 1,
 ) -> Json:
-    name = f"{involved_name}.{_digest(reason, involved_name, ts(at), length=16)}"
+    name = f"{involved_name}.{digest(reason, involved_name, ts(at), length=16)}"
     source: Json = {"component": component}
     if host:
         source["host"] = host

@@ -6,7 +6,8 @@
   merge item by item, `$patch: delete` removes an item, and `metadata.finalizers` merges as a
   set, as apimachinery's strategicpatch does for the fields gpubot and kubectl touch.
 - `application/json-patch+json`: RFC 6902.
-Malformed patches raise PatchError, which the server answers with 400/422 Status bodies.
+Malformed patches raise PatchError, which the server answers with 400/422 Status bodies. Pure
+functions: they must never change the document they are given (they return a new one).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ _SET_LISTS = {"finalizers"}
 
 
 class PatchError(ValueError):
-    pass
+    """A patch the API server refuses (400/422); str() is its message."""
 
 
 def strategic_merge(target: Any, patch: Any) -> Any:

@@ -1,5 +1,6 @@
 """Whole clusters, as one `kubectl get ... -A -o json` List: the ground rule tests, the demo
-and the benchmarks stand on. `healthy_cluster` must give no diagnosis at all."""
+and the benchmarks stand on. `healthy_cluster` must give no diagnosis at all, and must never
+change without the shipped snapshot it is compared with."""
 
 from __future__ import annotations
 

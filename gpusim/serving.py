@@ -1,5 +1,6 @@
 """The one way the simulator serves HTTP: threaded, on 127.0.0.1 only, quiet about clients
-that hang up, and stoppable whether or not it was ever started."""
+that hang up, and stoppable whether or not it was ever started. It must never bind anything
+but 127.0.0.1: the simulator has no authentication."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 
 class _QuietServer(ThreadingHTTPServer):
+    """A threaded HTTP server that sends replies at once and ignores hung-up clients."""
+
     daemon_threads = True
 
     def get_request(self) -> tuple[socket.socket, Any]:
@@ -28,6 +31,8 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class LoopbackServer:
+    """An HTTP server on 127.0.0.1 and the thread that serves it."""
+
     def __init__(self, handler: type[BaseHTTPRequestHandler], port: int, name: str) -> None:
         self._http = _QuietServer(("127.0.0.1", port), handler)
         self._name = name

@@ -53,9 +53,9 @@ def sim_cluster() -> Iterator[tuple[Any, Any]]:
     from bot.kube.cluster import KubeCluster
     from gpusim.apiserver import SimulatedApiServer
     from gpusim.scenarios import healthy_cluster
-    from gpusim.store import Store
+    from gpusim.state import ClusterState
 
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(4, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     cluster = KubeCluster.for_url(server.url)

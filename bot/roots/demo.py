@@ -42,7 +42,7 @@ from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def demo_settings(settings: Settings, approver: str) -> Settings:
     return settings.model_copy(update={"remediation": remediation})
 
 
-def gpu_errors(store: Store, node: str) -> list[str]:
+def gpu_errors(store: ClusterState, node: str) -> list[str]:
     """What dcgm-exporter would show for the node now (the simulator's GPU state): the demo's
     stand-in for the Prometheus window that `serve` asks."""
     errors = []
@@ -109,7 +109,7 @@ def run(
     store_url: str | None = None,
     approver_name: str = "you",
 ) -> None:
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(4, utcnow())["items"])
     api = SimulatedApiServer(store).start()
     controllers = Controllers(store)
@@ -190,7 +190,7 @@ def run(
 
 def _remediate(
     loop: tuple[Incident, Diagnosis],
-    sim: Store,
+    sim: ClusterState,
     records: SqlStore,
     executor: Executor,
     out: DemoOutput,

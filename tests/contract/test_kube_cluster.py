@@ -27,7 +27,7 @@ from bot.remediate.nodes import (
     remove_taint,
     uncordon,
 )
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 
 Sim = tuple[Any, KubeCluster]
 

@@ -12,14 +12,15 @@ from bot.model import Signal
 from bot.sources.watches import Informer, KubeSignals, node_signals
 from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Store
+from gpusim.state import ClusterState
 
 MERGE = "application/merge-patch+json"
 Sim = tuple[Any, KubeCluster]
 
 
-def _ready(store: Store, node: str, status: str) -> None:
+def _ready(store: ClusterState, node: str, status: str) -> None:
     current = store.get(BY_KIND["Node"], "", node)
     conditions = [
         {**c, "status": status} if c["type"] == "Ready" else c
@@ -131,7 +132,7 @@ def test_no_transition_is_lost_when_streams_keep_ending(sim_cluster: Sim) -> Non
 
 
 def test_a_410_relists_and_reports_what_changed_meanwhile() -> None:
-    store = Store(history=50)
+    store = ClusterState(history=50)
     store.load(healthy_cluster(2, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     cluster = KubeCluster.for_url(server.url)
@@ -168,7 +169,7 @@ def test_a_410_relists_and_reports_what_changed_meanwhile() -> None:
 
 
 def test_the_informer_survives_the_api_server_going_away() -> None:
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(2, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     port = server.port

@@ -52,8 +52,9 @@ from bot.model import Incident, IncidentState, TimelineEntry
 from bot.store.sql import SqlStore
 from gpusim.faults import inject
 from gpusim.launching import Simulation, start_simulator
+from gpusim.resources import BY_KIND
 from gpusim.serving import LoopbackServer
-from gpusim.store import BY_KIND, Store
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 from tests.helpers.servers import (
     AlertmanagerServer,
@@ -183,7 +184,7 @@ def _ksm_resource(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
-def kube_state_metrics(store: Store) -> str:
+def kube_state_metrics(store: ClusterState) -> str:
     """The kube-state-metrics node series the shipped GPUCapacityZero rule reads, rendered
     from the simulator's Node objects as they are now: `kube_node_status_allocatable` (the
     nvidia.com/* resources), `kube_node_status_condition`, `kube_node_created` and
@@ -246,7 +247,7 @@ class Chain:
     """The rule file Prometheus runs."""
 
     @property
-    def cluster(self) -> Store:
+    def cluster(self) -> ClusterState:
         return self.sim.api.store
 
     def serve_alive(self) -> None:

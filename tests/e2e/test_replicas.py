@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from bot.store.sql import SqlStore
-from gpusim.store import BY_KIND, ApiError, Store
+from gpusim.resources import BY_KIND, ApiError
+from gpusim.state import ClusterState
 from tests.helpers.processes import (
     NODE,
     Serve,
@@ -59,7 +60,7 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-def lease_holder(store: Store) -> str | None:
+def lease_holder(store: ClusterState) -> str | None:
     try:
         lease = store.get(BY_KIND["Lease"], "gpubot", "gpubot-leader")
     except ApiError:
@@ -67,7 +68,7 @@ def lease_holder(store: Store) -> str | None:
     return str((lease.get("spec") or {}).get("holderIdentity") or "") or None
 
 
-def cordons(store: Store, node: str) -> int:
+def cordons(store: ClusterState, node: str) -> int:
     """How often the node went from schedulable to cordoned, from the watch history."""
     flips, cordoned = 0, False
     for event in store.watch(

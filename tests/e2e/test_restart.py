@@ -1,6 +1,6 @@
 """Restart safety (issue 6, DESIGN.md invariants 3 and 8) with real processes: `gpubot serve`
 runs as a subprocess against the simulated cluster (served from this test process, so every
-eviction request is counted in `Store.evictions`) and a SQLite store file, and is killed with
+eviction request is counted in `ClusterState.evictions`) and a SQLite store file, and is killed with
 SIGKILL — mid-drain, and with an approval pending. After a restart on the same store every
 pod has been evicted exactly once, the timeline tells the whole story, the pending request
 kept its expiry, and a further restart repeats nothing.
@@ -12,9 +12,9 @@ at most 32 pods at once (32 workers, each evicting one pod and then waiting for 
 gone) and the node has more than that, so when the first eviction shows, the process is
 killed with some pods evicted and Terminating and the others not yet asked. The test
 releases the pods only once the restarted replica's drain is seen waiting for one of the
-pods evicted before the kill (`HoldingStore.pod_reads`): so the resumed drain must take
+pods evicted before the kill (`HoldingClusterState.pod_reads`): so the resumed drain must take
 those as "already going" and evict only the others. Evicting one again would show as a
-duplicate in `Store.evictions`.
+duplicate in `ClusterState.evictions`.
 
 The helpers (`Gpubot`, `running_gpubot`, `wait_for`, ...) are in `tests/helpers/processes.py`.
 """
@@ -38,7 +38,7 @@ from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.processes import (
     HELD_PODS,
     NODE,

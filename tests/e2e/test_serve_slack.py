@@ -23,7 +23,7 @@ from bot.config import Settings
 from bot.errors import InputError
 from bot.roots import serve as runtime
 from gpusim import faults
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
     SIGNING_SECRET,

@@ -20,7 +20,7 @@ import pytest
 from bot.evidence.describe import nodes_from_describe
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 KUBECTL = shutil.which("kubectl")
 # Skipped only outside CI: under .ci/run (CI=true) a missing kubectl must fail, not hide.
@@ -75,7 +75,7 @@ def _cluster_with_awkward_nodes() -> list[dict[str, Any]]:
 
 @pytest.fixture
 def kubectl_output(tmp_path: Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    store = Store()
+    store = ClusterState()
     store.load(_cluster_with_awkward_nodes())
     server = SimulatedApiServer(store).start()
     try:

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND, ApiError
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, ApiError, Store
+from gpusim.state import ClusterState
 
 
 @pytest.fixture
 def api() -> Iterator[SimulatedApiServer]:
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(2, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     try:
@@ -252,7 +253,7 @@ def test_watch_from_a_resource_version_sees_later_changes_with_bookmarks(
 
 
 def test_watch_from_a_version_too_old_is_410_gone() -> None:
-    store = Store(history=100)
+    store = ClusterState(history=100)
     store.load(healthy_cluster(2, datetime.now(UTC))["items"])
     for i in range(200):  # push the history past its window
         store.patch(
@@ -277,7 +278,7 @@ def test_a_pod_slow_to_stop_stays_terminating_for_its_shutdown_time(
 ) -> None:
     import time
 
-    from gpusim.store import SHUTDOWN_ANNOTATION
+    from gpusim.state import SHUTDOWN_ANNOTATION
 
     path = "/api/v1/namespaces/ml/pods/train-llm-0-worker-0"
     call(
@@ -299,7 +300,7 @@ def test_a_pod_slow_to_stop_stays_terminating_for_its_shutdown_time(
 def test_a_budget_remembers_the_pods_it_let_go() -> None:
     from gpusim import objects
 
-    store = Store()
+    store = ClusterState()
     now = datetime.now(UTC)
     pods = [
         objects.pod(
@@ -336,7 +337,7 @@ def test_a_budget_remembers_the_pods_it_let_go() -> None:
 
 
 def test_a_watch_that_falls_behind_gets_410_not_a_silent_gap() -> None:
-    store = Store(history=10)
+    store = ClusterState(history=10)
     store.load(healthy_cluster(2, datetime.now(UTC))["items"])
     since = store.resource_version
     events = store.watch(BY_KIND["Node"], "", since, timeout_s=2)
@@ -353,7 +354,7 @@ def test_a_watch_that_falls_behind_gets_410_not_a_silent_gap() -> None:
 
 
 def test_the_first_write_is_after_an_empty_stores_version() -> None:
-    store = Store()
+    store = ClusterState()
     empty = store.resource_version
     store.load(healthy_cluster(1, datetime.now(UTC))["items"][:1])
     assert store.resource_version > empty
@@ -396,7 +397,7 @@ def test_an_error_before_the_body_is_read_does_not_poison_the_connection(
 
 
 def test_stop_without_start_returns() -> None:
-    SimulatedApiServer(Store()).stop()
+    SimulatedApiServer(ClusterState()).stop()
 
 
 def test_a_patch_naming_a_stale_resource_version_conflicts(api: SimulatedApiServer) -> None:

@@ -127,3 +127,31 @@ def test_bad_fault_and_missing_server_exit_2(served: tuple[str, Path, str]) -> N
         "sim", "inject", "xid", "--node", "gpu-a2", "--server", url, "--param", "code"
     )
     assert bad_param.returncode == 2 and "expected KEY=VALUE" in bad_param.stderr
+
+
+def test_sim_repair_takes_the_fault_away(served: tuple[str, Path, str]) -> None:
+    url, kubeconfig, metrics = served
+    injected = gpubot(
+        "sim", "inject", "xid", "--node", "gpu-a2", "--param", "code=79", "--server", url
+    )
+    assert injected.returncode == 0, injected.stderr
+    repaired = gpubot("sim", "repair", "xid", "--node", "gpu-a2", "--server", url)
+    assert repaired.returncode == 0, repaired.stderr
+    assert "gpu-a2: GPU 0 is lost: reboot" in repaired.stdout
+    node = subprocess.run(
+        [str(KUBECTL), "get", "node", "gpu-a2", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+        timeout=60,
+    )
+    assert node.returncode == 0, node.stderr
+    assert json.loads(node.stdout)["status"]["allocatable"]["nvidia.com/gpu"] == "8"
+    with urllib.request.urlopen(f"{metrics}/gpu-a2", timeout=10) as response:
+        text = response.read().decode()
+    gauges = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_XID_ERRORS{")]
+    assert len(gauges) == 8 and all(line.endswith(" 0.0") for line in gauges)
+    again = gpubot("sim", "repair", "xid", "--node", "gpu-a2", "--server", url)
+    assert again.returncode == 0 and "nothing to repair" in again.stdout
+    bogus = gpubot("sim", "repair", "bogus", "--node", "gpu-a2", "--server", url)
+    assert bogus.returncode == 2 and "unknown fault 'bogus'" in bogus.stderr

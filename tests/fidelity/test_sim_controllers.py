@@ -19,12 +19,15 @@ from bot.config import Settings
 from bot.evidence.collecting import collect_facts
 from bot.evidence.scheduling import split_scheduler_message
 from bot.evidence.snapshots import Snapshot
+from bot.kube.objects import quantity
 from gpusim import objects
-from gpusim.controllers import Controllers, node_affinity_matches, quantity
+from gpusim.controllers import Controllers
 from gpusim.faults import cordon, uncordon
 from gpusim.objects import GPU_OPERATOR_NS, OPERATOR_DAEMONSETS
+from gpusim.resources import BY_KIND, RESOURCES
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.store import BY_KIND, RESOURCES, Store
+from gpusim.scheduling import node_affinity_matches
+from gpusim.state import ClusterState
 
 Json = dict[str, Any]
 NOW = FIXTURE_NOW
@@ -46,8 +49,8 @@ class Clock:
 
 
 @pytest.fixture
-def store() -> Store:
-    fresh = Store()
+def store() -> ClusterState:
+    fresh = ClusterState()
     fresh.load(healthy_cluster(4, NOW)["items"])
     return fresh
 
@@ -58,16 +61,16 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def controllers(store: Store, clock: Clock) -> Controllers:
+def controllers(store: ClusterState, clock: Clock) -> Controllers:
     return Controllers(store, now_fn=clock)
 
 
-def pods(store: Store, namespace: str = "", selector: str = "") -> list[Json]:
+def pods(store: ClusterState, namespace: str = "", selector: str = "") -> list[Json]:
     items, _ = store.list(POD, namespace, field_selector=selector)
     return items
 
 
-def replacements(store: Store, job: str) -> list[Json]:
+def replacements(store: ClusterState, job: str) -> list[Json]:
     return [
         p
         for p in pods(store, "ml")
@@ -76,7 +79,7 @@ def replacements(store: Store, job: str) -> list[Json]:
     ]
 
 
-def events(store: Store, pod: Json, reason: str) -> list[Json]:
+def events(store: ClusterState, pod: Json, reason: str) -> list[Json]:
     items, _ = store.list(
         EVENT,
         pod["metadata"]["namespace"],
@@ -89,15 +92,15 @@ def condition(pod: Json, kind: str) -> Json:
     return next(c for c in pod["status"]["conditions"] if c["type"] == kind)
 
 
-def add_gpu_node(store: Store, name: str) -> None:
+def add_gpu_node(store: ClusterState, name: str) -> None:
     store.load([objects.node(name, "a100-east", NOW)])
 
 
-def patch_node(store: Store, name: str, body: Json) -> None:
+def patch_node(store: ClusterState, name: str, body: Json) -> None:
     store.patch(NODE, "", name, SMP, body)
 
 
-def evict_worker(store: Store, node: str) -> Json:
+def evict_worker(store: ClusterState, node: str) -> Json:
     """What `kubectl drain` does to the training worker on `node`: cordon, then evict."""
     cordon(store, node, NOW)
     worker = next(
@@ -109,7 +112,7 @@ def evict_worker(store: Store, node: str) -> Json:
     return worker
 
 
-def snapshot(store: Store) -> Snapshot:
+def snapshot(store: ClusterState) -> Snapshot:
     items = []
     for resource in RESOURCES:
         listed, _ = store.list(resource, "")
@@ -130,7 +133,7 @@ def wait_for(check: Callable[[], Any], timeout: float = 5.0) -> Any:
 # ---- a healthy cluster needs nothing ---------------------------------------------------------
 
 
-def test_healthy_cluster_is_a_fixed_point(store: Store, controllers: Controllers) -> None:
+def test_healthy_cluster_is_a_fixed_point(store: ClusterState, controllers: Controllers) -> None:
     before = store.resource_version
     assert controllers.reconcile() == []
     assert store.resource_version == before
@@ -140,7 +143,7 @@ def test_healthy_cluster_is_a_fixed_point(store: Store, controllers: Controllers
 
 
 def test_evicted_worker_is_replaced_and_pending_with_the_schedulers_message(
-    store: Store, controllers: Controllers, clock: Clock
+    store: ClusterState, controllers: Controllers, clock: Clock
 ) -> None:
     old = evict_worker(store, "gpu-a1")
     changes = controllers.reconcile()
@@ -194,7 +197,7 @@ def test_evicted_worker_is_replaced_and_pending_with_the_schedulers_message(
     ]
 
 
-def test_a_free_node_gets_the_replacement(store: Store, controllers: Controllers) -> None:
+def test_a_free_node_gets_the_replacement(store: ClusterState, controllers: Controllers) -> None:
     evict_worker(store, "gpu-a1")
     add_gpu_node(store, "gpu-a5")
     controllers.reconcile()
@@ -214,7 +217,7 @@ def test_a_free_node_gets_the_replacement(store: Store, controllers: Controllers
 
 
 def test_a_cordoned_node_is_skipped_until_uncordoned(
-    store: Store, controllers: Controllers
+    store: ClusterState, controllers: Controllers
 ) -> None:
     evict_worker(store, "gpu-a1")
     controllers.reconcile()
@@ -229,7 +232,9 @@ def test_a_cordoned_node_is_skipped_until_uncordoned(
     assert condition(new, "PodScheduled")["status"] == "True"
 
 
-def test_terminating_pods_still_hold_their_gpus(store: Store, controllers: Controllers) -> None:
+def test_terminating_pods_still_hold_their_gpus(
+    store: ClusterState, controllers: Controllers
+) -> None:
     cordon(store, "gpu-a1", NOW)
     store.patch(
         POD,
@@ -260,7 +265,7 @@ def test_terminating_pods_still_hold_their_gpus(store: Store, controllers: Contr
         (True, "node(s) had untolerated taint(s)"),
     ],
 )
-def test_an_untolerated_taint(store: Store, clock: Clock, hide: bool, reason: str) -> None:
+def test_an_untolerated_taint(store: ClusterState, clock: Clock, hide: bool, reason: str) -> None:
     controllers = Controllers(store, now_fn=clock, hide_taint_values=hide)
     taint = {"key": "gpubot.io/maintenance", "value": "true", "effect": "NoSchedule"}
     patch_node(store, "gpu-a2", {"spec": {"taints": [taint]}})
@@ -281,7 +286,9 @@ def test_an_untolerated_taint(store: Store, clock: Clock, hide: bool, reason: st
     assert new["spec"]["nodeName"] == "gpu-a2"
 
 
-def probe(store: Store, name: str, gpus: int = 1, spec: Json | None = None, **options: Any) -> Json:
+def probe(
+    store: ClusterState, name: str, gpus: int = 1, spec: Json | None = None, **options: Any
+) -> Json:
     body = objects.pod(
         name,
         "ml",
@@ -295,11 +302,11 @@ def probe(store: Store, name: str, gpus: int = 1, spec: Json | None = None, **op
     return store.create(POD, "ml", body)
 
 
-def message_of(store: Store, name: str) -> str:
+def message_of(store: ClusterState, name: str) -> str:
     return str(condition(store.get(POD, "ml", name), "PodScheduled")["message"])
 
 
-def test_a_node_selector_mismatch(store: Store, controllers: Controllers) -> None:
+def test_a_node_selector_mismatch(store: ClusterState, controllers: Controllers) -> None:
     add_gpu_node(store, "gpu-a5")
     probe(store, "h100", spec={"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100"}})
     controllers.reconcile()
@@ -313,7 +320,7 @@ def test_a_node_selector_mismatch(store: Store, controllers: Controllers) -> Non
     assert store.get(POD, "ml", "h100")["spec"]["nodeName"] == "gpu-a5"
 
 
-def test_required_node_affinity(store: Store, controllers: Controllers) -> None:
+def test_required_node_affinity(store: ClusterState, controllers: Controllers) -> None:
     add_gpu_node(store, "gpu-a5")
     terms = [
         {
@@ -361,7 +368,9 @@ def test_node_affinity_operators(expression: Json, matches: bool) -> None:
     assert node_affinity_matches(spec, node) is matches
 
 
-def test_insufficient_cpu_no_where_is_unresolvable(store: Store, controllers: Controllers) -> None:
+def test_insufficient_cpu_no_where_is_unresolvable(
+    store: ClusterState, controllers: Controllers
+) -> None:
     body = probe(store, "greedy", gpus=0)
     body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "200", "memory": "1Gi"}}
     store.replace(POD, "ml", "greedy", body)
@@ -372,7 +381,7 @@ def test_insufficient_cpu_no_where_is_unresolvable(store: Store, controllers: Co
     )
 
 
-def test_preemption_policy_never(store: Store, controllers: Controllers) -> None:
+def test_preemption_policy_never(store: ClusterState, controllers: Controllers) -> None:
     probe(store, "polite", gpus=8, spec={"preemptionPolicy": "Never"})
     controllers.reconcile()
     assert message_of(store, "polite") == (
@@ -385,7 +394,7 @@ def test_preemption_policy_never(store: Store, controllers: Controllers) -> None
 
 
 def test_failed_scheduling_is_not_repeated(
-    store: Store, controllers: Controllers, clock: Clock
+    store: ClusterState, controllers: Controllers, clock: Clock
 ) -> None:
     evict_worker(store, "gpu-a1")
     controllers.reconcile()
@@ -425,7 +434,9 @@ def test_failed_scheduling_is_not_repeated(
 # ---- ReplicaSets and Jobs ------------------------------------------------------------------
 
 
-def test_implicit_replicaset_and_finished_job_pods(store: Store, controllers: Controllers) -> None:
+def test_implicit_replicaset_and_finished_job_pods(
+    store: ClusterState, controllers: Controllers
+) -> None:
     store.delete(POD, "monitoring", "metrics-agent-gpu-a3-0")
     finished = store.get(POD, "ml", "train-llm-1-worker-1")
     finished["status"]["phase"] = "Succeeded"
@@ -445,7 +456,7 @@ def test_implicit_replicaset_and_finished_job_pods(store: Store, controllers: Co
 
 
 def test_replicaset_object_is_reconciled_on_its_replicas(
-    store: Store, controllers: Controllers
+    store: ClusterState, controllers: Controllers
 ) -> None:
     rs: Json = {
         "kind": "ReplicaSet",
@@ -487,7 +498,7 @@ def test_replicaset_object_is_reconciled_on_its_replicas(
 # ---- DaemonSets ----------------------------------------------------------------------------
 
 
-def operator_apps(store: Store, node: str) -> set[str]:
+def operator_apps(store: ClusterState, node: str) -> set[str]:
     return {
         p["metadata"]["labels"]["app"]
         for p in pods(store, GPU_OPERATOR_NS, f"spec.nodeName={node}")
@@ -495,7 +506,9 @@ def operator_apps(store: Store, node: str) -> set[str]:
     }
 
 
-def test_daemonset_pods_follow_the_node_selector(store: Store, controllers: Controllers) -> None:
+def test_daemonset_pods_follow_the_node_selector(
+    store: ClusterState, controllers: Controllers
+) -> None:
     all_apps = {ds for ds, _ in OPERATOR_DAEMONSETS}
     add_gpu_node(store, "gpu-a5")
     cordon(store, "gpu-a5", NOW)  # DaemonSet pods tolerate unschedulable
@@ -526,7 +539,7 @@ def test_daemonset_pods_follow_the_node_selector(store: Store, controllers: Cont
 
 
 def test_mig_manager_deploy_labels_remove_and_bring_back_pods(
-    store: Store, controllers: Controllers
+    store: ClusterState, controllers: Controllers
 ) -> None:
     """With the GPU Operator's own nodeSelector (nvidia.com/gpu.deploy.<component>=true)."""
     plugin = "nvidia-device-plugin-daemonset"
@@ -579,7 +592,7 @@ def test_quantity(text: str, milli: bool, value: int) -> None:
 # ---- in the background ---------------------------------------------------------------------
 
 
-def test_background_threads_follow_the_watch_history(store: Store) -> None:
+def test_background_threads_follow_the_watch_history(store: ClusterState) -> None:
     controllers = Controllers(store, settle_s=0.01)
     controllers.start()
     try:

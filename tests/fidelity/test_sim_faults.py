@@ -29,8 +29,9 @@ from gpusim.faults import (
     gpu_state,
     inject,
 )
+from gpusim.resources import BY_KIND, RESOURCES, ApiError
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.store import BY_KIND, RESOURCES, ApiError, Store
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 
 NOW = FIXTURE_NOW
@@ -45,13 +46,13 @@ def rules() -> RuleSet:
 
 
 @pytest.fixture
-def store() -> Store:
-    fresh = Store()
+def store() -> ClusterState:
+    fresh = ClusterState()
     fresh.load(healthy_cluster(4, NOW)["items"])
     return fresh
 
 
-def snapshot_items(store: Store) -> list[Json]:
+def snapshot_items(store: ClusterState) -> list[Json]:
     items = []
     for resource in RESOURCES:
         objects, _ = store.list(resource, "")
@@ -62,7 +63,7 @@ def snapshot_items(store: Store) -> list[Json]:
 
 
 def diagnose(
-    store: Store, rules: RuleSet, result: FaultResult | None = None, at: datetime = NOW
+    store: ClusterState, rules: RuleSet, result: FaultResult | None = None, at: datetime = NOW
 ) -> DiagnoseResult:
     settings = Settings()
     signals = []
@@ -79,20 +80,20 @@ def rules_on(diagnosis: DiagnoseResult, node: str = NODE) -> set[str]:
     return {d.rule for d in diagnosis.diagnoses if d.node == node}
 
 
-def node(store: Store, name: str = NODE) -> Json:
+def node(store: ClusterState, name: str = NODE) -> Json:
     return store.get(BY_KIND["Node"], "", name)
 
 
-def pod(store: Store, namespace: str, name: str) -> Json:
+def pod(store: ClusterState, namespace: str, name: str) -> Json:
     return store.get(BY_KIND["Pod"], namespace, name)
 
 
-def events(store: Store, reason: str, name: str = NODE) -> list[Json]:
+def events(store: ClusterState, reason: str, name: str = NODE) -> list[Json]:
     items, _ = store.list(BY_KIND["Event"], "")
     return [e for e in items if e["reason"] == reason and e["involvedObject"]["name"] == name]
 
 
-def device_plugin(store: Store, name: str = NODE) -> Json:
+def device_plugin(store: ClusterState, name: str = NODE) -> Json:
     pods, _ = store.list(
         BY_KIND["Pod"],
         "gpu-operator",
@@ -103,7 +104,7 @@ def device_plugin(store: Store, name: str = NODE) -> Json:
     return found
 
 
-def test_the_healthy_cluster_has_no_diagnosis(store: Store, rules: RuleSet) -> None:
+def test_the_healthy_cluster_has_no_diagnosis(store: ClusterState, rules: RuleSet) -> None:
     assert diagnose(store, rules).diagnoses == []
 
 
@@ -126,7 +127,7 @@ def test_the_healthy_cluster_has_no_diagnosis(store: Store, rules: RuleSet) -> N
     ],
 )
 def test_fault_fires_its_rule_and_only_it(
-    store: Store, rules: RuleSet, fault: str, params: Json, rule: str
+    store: ClusterState, rules: RuleSet, fault: str, params: Json, rule: str
 ) -> None:
     result = inject(store, fault, NODE, NOW, **params)
     assert result.fault == fault and result.node == NODE and result.description
@@ -136,7 +137,7 @@ def test_fault_fires_its_rule_and_only_it(
 
 
 def test_pdb_block_then_cordon_is_a_stuck_drain_after_the_threshold(
-    store: Store, rules: RuleSet
+    store: ClusterState, rules: RuleSet
 ) -> None:
     result = inject(store, "pdb-block", NODE, NOW)
     cordon(store, NODE, NOW)
@@ -160,7 +161,7 @@ def test_pdb_block_then_cordon_is_a_stuck_drain_after_the_threshold(
 
 
 def test_finalizer_stuck_pod_stays_terminating_and_blocks_the_drain(
-    store: Store, rules: RuleSet
+    store: ClusterState, rules: RuleSet
 ) -> None:
     result = inject(store, "finalizer-stuck", NODE, NOW)
     assert result.description[0].startswith("ml/train-llm-0-worker-1: finalizer")
@@ -177,7 +178,7 @@ def test_finalizer_stuck_pod_stays_terminating_and_blocks_the_drain(
     assert "finalizer" in {b.kind for b in stuck.blockers}
 
 
-def enable_mig(store: Store, name: str = NODE) -> None:
+def enable_mig(store: ClusterState, name: str = NODE) -> None:
     """What mig-manager leaves after applying all-1g.10gb under the mixed strategy."""
     store.patch(
         BY_KIND["Node"],
@@ -202,7 +203,7 @@ def enable_mig(store: Store, name: str = NODE) -> None:
 
 
 def test_reboot_loses_the_mig_layout_as_the_kubelet_reports_it(
-    store: Store, rules: RuleSet
+    store: ClusterState, rules: RuleSet
 ) -> None:
     enable_mig(store)
     before = node(store)
@@ -236,7 +237,7 @@ def test_reboot_loses_the_mig_layout_as_the_kubelet_reports_it(
 
 
 def test_reboot_with_the_mig_layout_lost_is_a_mig_config_failure(
-    store: Store, rules: RuleSet
+    store: ClusterState, rules: RuleSet
 ) -> None:
     enable_mig(store)
     inject(store, "reboot", NODE, NOW)
@@ -244,7 +245,7 @@ def test_reboot_with_the_mig_layout_lost_is_a_mig_config_failure(
 
 
 def test_reboot_with_mig_reapplied_keeps_the_layout_and_is_quiet(
-    store: Store, rules: RuleSet
+    store: ClusterState, rules: RuleSet
 ) -> None:
     enable_mig(store)
     inject(store, "reboot", NODE, NOW, reapply_mig=True)
@@ -252,7 +253,7 @@ def test_reboot_with_mig_reapplied_keeps_the_layout_and_is_quiet(
     assert diagnose(store, rules, at=NOW + timedelta(minutes=5)).diagnoses == []
 
 
-def test_reboot_restarts_containers_and_heals_gpus(store: Store, rules: RuleSet) -> None:
+def test_reboot_restarts_containers_and_heals_gpus(store: ClusterState, rules: RuleSet) -> None:
     inject(store, "xid", NODE, NOW, code=79, gpu=3)
     inject(store, "reboot", NODE, NOW + timedelta(minutes=10))
     assert node(store)["status"]["allocatable"]["nvidia.com/gpu"] == "8"
@@ -268,7 +269,7 @@ def test_reboot_restarts_containers_and_heals_gpus(store: Store, rules: RuleSet)
 # ---- the store changes the way the real components make them --------------------------------
 
 
-def test_zero_capacity_keeps_capacity(store: Store) -> None:
+def test_zero_capacity_keeps_capacity(store: ClusterState) -> None:
     inject(store, "zero-capacity", NODE, NOW)
     status = node(store)["status"]
     assert (status["allocatable"]["nvidia.com/gpu"], status["capacity"]["nvidia.com/gpu"]) == (
@@ -277,7 +278,7 @@ def test_zero_capacity_keeps_capacity(store: Store) -> None:
     )
 
 
-def test_plugin_crashloop_looks_like_the_kubelet_shows_it(store: Store) -> None:
+def test_plugin_crashloop_looks_like_the_kubelet_shows_it(store: ClusterState) -> None:
     inject(store, "plugin-crashloop", NODE, NOW, restarts=5)
     plugin = device_plugin(store)
     [status] = plugin["status"]["containerStatuses"]
@@ -299,7 +300,7 @@ def test_plugin_crashloop_looks_like_the_kubelet_shows_it(store: Store) -> None:
     assert node(store)["status"]["allocatable"]["nvidia.com/gpu"] == "0"
 
 
-def test_xid_marks_a_gpu_unhealthy_once_and_not_for_application_xids(store: Store) -> None:
+def test_xid_marks_a_gpu_unhealthy_once_and_not_for_application_xids(store: ClusterState) -> None:
     first = inject(store, "xid", NODE, NOW, code=79, gpu=3)
     inject(store, "xid", NODE, NOW, code=45, gpu=3)
     assert node(store)["status"]["allocatable"]["nvidia.com/gpu"] == "7"
@@ -319,7 +320,7 @@ def test_xid_marks_a_gpu_unhealthy_once_and_not_for_application_xids(store: Stor
     }
 
 
-def test_ecc_dbe_counts_and_takes_the_gpu_out(store: Store) -> None:
+def test_ecc_dbe_counts_and_takes_the_gpu_out(store: ClusterState) -> None:
     result = inject(store, "ecc-dbe", NODE, NOW, gpu=5)
     assert gpu_state(store)[NODE][5]["ecc_dbe_volatile"] == 1
     assert node(store)["status"]["allocatable"]["nvidia.com/gpu"] == "7"
@@ -329,7 +330,7 @@ def test_ecc_dbe_counts_and_takes_the_gpu_out(store: Store) -> None:
     }
 
 
-def test_not_ready_is_what_the_node_lifecycle_controller_writes(store: Store) -> None:
+def test_not_ready_is_what_the_node_lifecycle_controller_writes(store: ClusterState) -> None:
     inject(store, "not-ready", NODE, NOW)
     current = node(store)
     for condition in current["status"]["conditions"]:
@@ -351,7 +352,7 @@ def test_not_ready_is_what_the_node_lifecycle_controller_writes(store: Store) ->
     assert (pod_event["type"], pod_event["message"]) == ("Warning", "Node is not ready")
 
 
-def test_driver_upgrade_walks_the_operator_states(store: Store, rules: RuleSet) -> None:
+def test_driver_upgrade_walks_the_operator_states(store: ClusterState, rules: RuleSet) -> None:
     inject(store, "driver-upgrade", NODE, NOW, version="570.86.15")
     labels = node(store)["metadata"]["labels"]
     assert labels["nvidia.com/gpu-driver-upgrade-state"] == "upgrade-required"
@@ -380,7 +381,7 @@ def test_driver_upgrade_walks_the_operator_states(store: Store, rules: RuleSet) 
         advance_upgrade(store, NODE, "drain-required", NOW)
 
 
-def test_writes_reach_watchers_with_rising_resource_versions(store: Store) -> None:
+def test_writes_reach_watchers_with_rising_resource_versions(store: ClusterState) -> None:
     since = store.resource_version
     inject(store, "plugin-crashloop", NODE, NOW)
     stop = threading.Event()
@@ -411,7 +412,7 @@ def test_writes_reach_watchers_with_rising_resource_versions(store: Store) -> No
     ],
 )
 def test_bad_input_raises_and_changes_nothing(
-    store: Store, fault: str, target: str, params: Json, message: str
+    store: ClusterState, fault: str, target: str, params: Json, message: str
 ) -> None:
     version = store.resource_version
     before = snapshot_items(store)

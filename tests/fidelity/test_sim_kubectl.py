@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -17,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Store
+from gpusim.state import ClusterState
 
 KUBECTL = shutil.which("kubectl")
 # Skipped only outside CI: under .ci/run (CI=true) a missing kubectl must fail, not hide.
@@ -32,7 +34,7 @@ Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def cluster() -> Iterator[SimulatedApiServer]:
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(4, datetime.now(UTC))["items"])
     server = SimulatedApiServer(store).start()
     try:
@@ -189,3 +191,128 @@ def test_lists_follow_every_write_though_objects_are_encoded_once_per_version(
     after = budget()
     assert after["currentHealthy"] == before["currentHealthy"] - 1, (before, after)
     assert after["disruptionsAllowed"] == before["disruptionsAllowed"] - 1, (before, after)
+
+
+POD_YAML = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: cuda-probe
+  namespace: ml
+  labels:
+    app: cuda-probe
+spec:
+  containers:
+  - name: main
+    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04
+    command: ["nvidia-smi", "-L"]
+    resources:
+      limits:
+        nvidia.com/gpu: 1
+  - name: sidecar
+    image: busybox
+    ports:
+    - containerPort: 8080
+  tolerations:
+  - key: nvidia.com/gpu
+    operator: Exists
+    effect: NoSchedule
+"""
+
+CREATED_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {
+        "name": "cuda-probe",
+        "namespace": "ml",
+        "labels": {"app": "cuda-probe"},
+        # pkg/registry/core/pod/strategy.go PrepareForCreate
+        "generation": 1,
+    },
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
+                "command": ["nvidia-smi", "-L"],
+                # SetDefaults_Pod: limits stand in for missing requests.
+                "resources": {
+                    "limits": {"nvidia.com/gpu": "1"},
+                    "requests": {"nvidia.com/gpu": "1"},
+                },
+                # SetDefaults_Container: a tag that is not `latest`.
+                "imagePullPolicy": "IfNotPresent",
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+            },
+            {
+                "name": "sidecar",
+                "image": "busybox",
+                "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                "resources": {},
+                # No tag reads as `latest`: Always.
+                "imagePullPolicy": "Always",
+                "terminationMessagePath": "/dev/termination-log",
+                "terminationMessagePolicy": "File",
+            },
+        ],
+        # SetDefaults_PodSpec
+        "dnsPolicy": "ClusterFirst",
+        "restartPolicy": "Always",
+        "securityContext": {},
+        "terminationGracePeriodSeconds": 30,
+        "schedulerName": "default-scheduler",
+        # SetDefaults_Pod
+        "enableServiceLinks": True,
+        # ServiceAccount admission (and v1's deprecated copy)
+        "serviceAccountName": "default",
+        "serviceAccount": "default",
+        # DefaultTolerationSeconds admission: after the pod's own tolerations.
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ],
+        # Priority admission, no PriorityClass named and none the global default.
+        "priority": 0,
+        "preemptionPolicy": "PreemptLowerPriority",
+    },
+    # PrepareForCreate: only cpu and memory decide the QoS class; a GPU alone is BestEffort.
+    "status": {"phase": "Pending", "qosClass": "BestEffort"},
+}
+
+
+def test_kubectl_create_gives_a_pending_pod_with_the_api_servers_defaults(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(POD_YAML)
+    done = kubectl("create", "-f", str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pod/cuda-probe created"
+    shown = kubectl("get", "pod", "cuda-probe", "-n", "ml", "-o", "json")
+    assert shown.returncode == 0, shown.stderr
+    pod = json.loads(shown.stdout)
+    metadata = pod["metadata"]
+    # What the registry and the storage set, checked by their form.
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", metadata.pop("uid")
+    )
+    assert metadata.pop("resourceVersion").isdigit()
+    created = datetime.fromisoformat(metadata.pop("creationTimestamp").replace("Z", "+00:00"))
+    assert abs((datetime.now(UTC) - created).total_seconds()) < 60
+    for part in ("metadata", "spec", "status"):
+        assert pod[part] == CREATED_POD[part], part
+        for key, value in CREATED_POD[part].items():  # field by field, for a readable failure
+            assert pod[part].get(key) == value, f"{part}.{key}"
+    assert pod == CREATED_POD

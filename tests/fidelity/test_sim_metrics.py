@@ -16,22 +16,19 @@ from prometheus_client import REGISTRY
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpusim.exporter import CONTENT_TYPE, DcgmCollector, DcgmExporterServer, running
 from gpusim.faults import FaultError, inject
 from gpusim.metrics import (
     ALL_FIELDS,
-    CONTENT_TYPE,
     FIELD_NAMES,
     XID_COUNT,
     XID_WINDOW_MS,
-    DcgmCollector,
-    DcgmExporterServer,
     gpu_uuid,
     model_name,
-    running,
     set_temperature,
 )
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 NOW = FIXTURE_NOW
 NODE = "gpu-a1"
@@ -57,14 +54,14 @@ class Clock:
 
 
 @pytest.fixture
-def store() -> Store:
-    fresh = Store()
+def store() -> ClusterState:
+    fresh = ClusterState()
     fresh.load(healthy_cluster(2, NOW)["items"])
     return fresh
 
 
 @pytest.fixture
-def server(store: Store) -> Iterator[DcgmExporterServer]:
+def server(store: ClusterState) -> Iterator[DcgmExporterServer]:
     with running(store) as started:
         yield started
 
@@ -157,11 +154,11 @@ def test_labels_per_gpu_from_node_labels(server: DcgmExporterServer) -> None:
     assert len({s.labels["pci_bus_id"] for s in temps}) == 8
 
 
-def test_healthy_values_are_plausible_and_deterministic(store: Store) -> None:
+def test_healthy_values_are_plausible_and_deterministic(store: ClusterState) -> None:
     with running(store) as first:
         once = scrape(first)
         twice = scrape(first)
-    fresh = Store()
+    fresh = ClusterState()
     fresh.load(healthy_cluster(2, NOW)["items"])
     with running(fresh) as second:
         again = scrape(second)
@@ -200,7 +197,7 @@ def test_unknown_node_cpu_node_and_other_paths_are_404(server: DcgmExporterServe
     assert "no NVIDIA GPUs" in fetch(server.node_url("cpu-1"))[2]
 
 
-def test_extra_node_label(store: Store) -> None:
+def test_extra_node_label(store: ClusterState) -> None:
     with running(store, node_label="kubernetes_node") as server:
         for family in scrape(server).values():
             for sample in family.samples:
@@ -225,8 +222,8 @@ def test_extra_node_label(store: Store) -> None:
             DcgmCollector(store, xid_window_ms=window)  # type: ignore[arg-type]
 
 
-def test_each_server_has_its_own_registry(store: Store) -> None:
-    other = Store()
+def test_each_server_has_its_own_registry(store: ClusterState) -> None:
+    other = ClusterState()
     other.load(healthy_cluster(1, NOW, prefix="gpu-b")["items"])
     with running(store) as first, running(other) as second:
         assert first.registry is not second.registry
@@ -243,7 +240,7 @@ def test_each_server_has_its_own_registry(store: Store) -> None:
 
 
 def test_xid_48_sets_the_last_xid_gauge_of_that_gpu(
-    store: Store, server: DcgmExporterServer
+    store: ClusterState, server: DcgmExporterServer
 ) -> None:
     inject(store, "xid", NODE, NOW, code=48, gpu=3)
     xids = values(scrape(server)["DCGM_FI_DEV_XID_ERRORS"])
@@ -254,7 +251,7 @@ def test_xid_48_sets_the_last_xid_gauge_of_that_gpu(
 
 
 def test_ecc_dbe_moves_the_ecc_counters_and_remapped_rows(
-    store: Store, server: DcgmExporterServer
+    store: ClusterState, server: DcgmExporterServer
 ) -> None:
     inject(store, "ecc-dbe", NODE, NOW, gpu=5)
     inject(store, "ecc-dbe", NODE, NOW, gpu=5)
@@ -275,14 +272,14 @@ def test_ecc_dbe_moves_the_ecc_counters_and_remapped_rows(
     assert set(values(scrape(server, OTHER)["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"]).values()) == {0.0}
 
 
-def test_xid_64_is_a_row_remap_failure(store: Store, server: DcgmExporterServer) -> None:
+def test_xid_64_is_a_row_remap_failure(store: ClusterState, server: DcgmExporterServer) -> None:
     inject(store, "xid", NODE, NOW, code=64, gpu=2)
     failures = gpu_values(server, "DCGM_FI_DEV_ROW_REMAP_FAILURE")
     assert failures[2] == 1
     assert sum(failures.values()) == 1
 
 
-def test_nvlink_errors_count_up(store: Store, server: DcgmExporterServer) -> None:
+def test_nvlink_errors_count_up(store: ClusterState, server: DcgmExporterServer) -> None:
     inject(store, "nvlink", NODE, NOW, gpu=4, errors=250)
     families = scrape(server, NODE)
     flit = {gpu: v for (_, gpu), v in values(families[FLIT]).items()}
@@ -295,7 +292,7 @@ def test_nvlink_errors_count_up(store: Store, server: DcgmExporterServer) -> Non
 
 
 def test_gpu_that_fell_off_the_bus_keeps_only_its_xid_series(
-    store: Store, server: DcgmExporterServer
+    store: ClusterState, server: DcgmExporterServer
 ) -> None:
     """DCGM cannot read a lost GPU, so its device fields vanish; the driver's Xid events are
     still recorded, so the gauge keeps saying 79 and the exporter's count counts it."""
@@ -341,7 +338,7 @@ def test_xid_count_is_zero_without_xids(server: DcgmExporterServer) -> None:
     assert all(line.endswith("} 0.0") for line in lines)
 
 
-def test_xid_count_counts_each_code_within_the_window(store: Store) -> None:
+def test_xid_count_counts_each_code_within_the_window(store: ClusterState) -> None:
     clock = Clock()
     with running(store, xid_window_ms=60_000, clock=clock) as server:
         assert xid_counts(scrape(server, NODE))[2] == {"": 0}
@@ -368,14 +365,16 @@ def test_xid_count_counts_each_code_within_the_window(store: Store) -> None:
         assert all(c == {"": 0} for gpu, c in xid_counts(scrape(server, NODE)).items() if gpu != 2)
 
 
-def test_xid_count_of_ecc_double_bit_errors(store: Store, server: DcgmExporterServer) -> None:
+def test_xid_count_of_ecc_double_bit_errors(
+    store: ClusterState, server: DcgmExporterServer
+) -> None:
     inject(store, "ecc-dbe", NODE, NOW, gpu=5)
     families = scrape(server, NODE)
     assert xid_counts(families)[5] == {"48": 1}
     assert xid_counts(scrape(server, OTHER), OTHER)[5] == {"": 0}
 
 
-def test_xid_count_starts_over_after_a_reboot(store: Store) -> None:
+def test_xid_count_starts_over_after_a_reboot(store: ClusterState) -> None:
     clock = Clock()
     with running(store, clock=clock) as server:
         inject(store, "xid", NODE, NOW, code=13, gpu=0)
@@ -389,20 +388,24 @@ def test_xid_count_starts_over_after_a_reboot(store: Store) -> None:
 
 
 def test_xid_count_only_of_nodes_whose_exporter_is_up(
-    store: Store, server: DcgmExporterServer
+    store: ClusterState, server: DcgmExporterServer
 ) -> None:
     inject(store, "not-ready", NODE, NOW)
     hosts = {s.labels["Hostname"] for s in scrape(server)[COUNT].samples}
     assert hosts == {OTHER}
 
 
-def test_fabric_manager_down_is_not_started(store: Store, server: DcgmExporterServer) -> None:
+def test_fabric_manager_down_is_not_started(
+    store: ClusterState, server: DcgmExporterServer
+) -> None:
     inject(store, "fabric-manager-down", NODE, NOW)
     assert set(gpu_values(server, "DCGM_FI_DEV_FABRIC_MANAGER_STATUS").values()) == {1.0}
     assert set(gpu_values(server, "DCGM_FI_DEV_FABRIC_MANAGER_STATUS", OTHER).values()) == {3.0}
 
 
-def test_exporter_down_when_its_pod_is_not_ready(store: Store, server: DcgmExporterServer) -> None:
+def test_exporter_down_when_its_pod_is_not_ready(
+    store: ClusterState, server: DcgmExporterServer
+) -> None:
     inject(store, "not-ready", NODE, NOW)
     status, _, text = fetch(server.node_url(NODE))
     assert status == 503 and "nvidia-dcgm-exporter" in text
@@ -414,7 +417,7 @@ def test_exporter_down_when_its_pod_is_not_ready(store: Store, server: DcgmExpor
 
 
 def test_set_temperature_overrides_one_gpu_until_cleared(
-    store: Store, server: DcgmExporterServer
+    store: ClusterState, server: DcgmExporterServer
 ) -> None:
     baseline = gpu_values(server, "DCGM_FI_DEV_GPU_TEMP")
     memory = gpu_values(server, "DCGM_FI_DEV_MEMORY_TEMP")
@@ -427,8 +430,8 @@ def test_set_temperature_overrides_one_gpu_until_cleared(
     assert gpu_values(server, "DCGM_FI_DEV_GPU_TEMP") == baseline
 
 
-def test_set_temperature_is_per_store(store: Store) -> None:
-    other = Store()
+def test_set_temperature_is_per_store(store: ClusterState) -> None:
+    other = ClusterState()
     other.load(healthy_cluster(2, NOW)["items"])
     set_temperature(store, NODE, 0, 99)
     with running(other) as server:
@@ -445,7 +448,7 @@ def test_set_temperature_is_per_store(store: Store) -> None:
     ],
 )
 def test_set_temperature_rejects_unknown_targets(
-    store: Store, node: str, gpu: int, message: str
+    store: ClusterState, node: str, gpu: int, message: str
 ) -> None:
     with pytest.raises(FaultError, match=message):
         set_temperature(store, node, gpu, 90)

@@ -1,4 +1,4 @@
-"""Selectors as the API server parses and applies them (gpusim/selectors.py).
+"""Selectors as the API server parses and applies them (gpusim/*_selectors.py).
 
 Error texts are the server's own: a simulated server must answer a bad selector with the
 message kubectl prints after "Error from server (BadRequest): ...".
@@ -13,14 +13,9 @@ from typing import Any
 import pytest
 
 from gpusim import objects
+from gpusim.field_selectors import parse_field_selector, selectable_fields
+from gpusim.label_selectors import LabelOperator, SelectorError, parse_label_selector
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.selectors import (
-    LabelOperator,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-    selectable_fields,
-)
 
 NOW = FIXTURE_NOW
 KEY_REGEX = "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'"

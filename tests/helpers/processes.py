@@ -31,8 +31,10 @@ from bot.store.sql import ExecutionRecord, SqlStore
 from bot.store.tables import executions
 from gpusim import faults, objects
 from gpusim.apiserver import SimulatedApiServer
+from gpusim.objects import Json
+from gpusim.resources import BY_KIND, ResourceType
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Json, ResourceType, Store
+from gpusim.state import ClusterState
 
 TOKEN = "restart-test-token"
 NODE = "gpu-a2"
@@ -241,7 +243,7 @@ def running_gpubot(
 
 
 @contextmanager
-def simulator(store: Store) -> Iterator[SimulatedApiServer]:
+def simulator(store: ClusterState) -> Iterator[SimulatedApiServer]:
     server = SimulatedApiServer(store).start()
     try:
         yield server
@@ -263,12 +265,12 @@ def post_alert(served: Serve, payload: dict[str, Any]) -> tuple[int, dict[str, A
         return exc.code, json.loads(exc.read() or b"{}")
 
 
-def xid_alert(store: Store, node: str) -> dict[str, Any]:
+def xid_alert(store: ClusterState, node: str) -> dict[str, Any]:
     """A GPU falls off the bus on `node`: the cluster changes, and Prometheus' alert."""
     return faults.inject(store, "xid", node, datetime.now(UTC), code=79, gpu=3).payload()
 
 
-def evictable_pods(store: Store, node: str) -> set[Pod]:
+def evictable_pods(store: ClusterState, node: str) -> set[Pod]:
     """The pods a drain of `node` must move: all but its DaemonSet pods."""
     pods, _ = store.list(BY_KIND["Pod"], "", field_selector=f"spec.nodeName={node}")
     return {
@@ -278,7 +280,7 @@ def evictable_pods(store: Store, node: str) -> set[Pod]:
     }
 
 
-class HoldingStore(Store):
+class HoldingClusterState(ClusterState):
     """The simulator's state, noting every pod read by name: a drain waiting for a pod to be
     gone polls it, so a read of an evicted pod shows who is waiting for it."""
 
@@ -305,7 +307,7 @@ class HoldingStore(Store):
                 )
 
 
-def cluster(held_pods: int = 0) -> HoldingStore:
+def cluster(held_pods: int = 0) -> HoldingClusterState:
     """Four GPU nodes. With `held_pods`, NODE also runs that many ReplicaSet pods, and every
     pod that a drain of NODE must move carries the HOLD finalizer."""
     now = datetime.now(UTC)
@@ -323,7 +325,7 @@ def cluster(held_pods: int = 0) -> HoldingStore:
                 host_ip=objects.node_ip(NODE),
             )
         )
-    store = HoldingStore()
+    store = HoldingClusterState()
     store.load(items)
     if held_pods:
         for namespace, name in evictable_pods(store, NODE):

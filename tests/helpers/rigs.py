@@ -15,7 +15,7 @@ from bot.kube.cluster import KubeCluster
 from bot.model import Action, IncidentState
 from bot.remediate.executor import Executor
 from bot.store.sql import SqlStore
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
 
 MERGE = "application/merge-patch+json"

@@ -33,9 +33,10 @@ from bot.config import Settings
 from bot.evidence.snapshots import parse_snapshot
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
-from gpusim.metrics import FIELDS, DcgmCollector, render
+from gpusim.exporter import DcgmCollector, render
+from gpusim.metrics import FIELDS
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 from tests.helpers.paths import REPO
 
 DEPLOY = REPO / "deploy"
@@ -136,7 +137,7 @@ def dcgm_names_in_rules() -> set[str]:
 @cache
 def simulator_text() -> str:
     """What the simulated dcgm-exporter serves for a healthy two-node cluster."""
-    store = Store()
+    store = ClusterState()
     store.load(healthy_cluster(2, FIXTURE_NOW)["items"])
     return render(DcgmCollector(store)).decode()
 

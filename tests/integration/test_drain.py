@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.kube.cluster import KubeCluster
 from bot.remediate.draining import DrainProgress, drain, plan_drain
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 
 Sim = tuple[Any, KubeCluster]
 MERGE = "application/merge-patch+json"

@@ -17,7 +17,7 @@ from bot.names import MAINTENANCE_TAINT
 from bot.remediate.approvals import approvals_needed
 from bot.remediate.nodes import cordon
 from gpusim.faults import inject
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
 from tests.helpers.rigs import (
     MERGE,

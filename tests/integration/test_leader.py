@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.kube.cluster import KubeCluster
 from bot.process.leader import LeaderElector, LeaseConfig
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 
 CONFIG = LeaseConfig(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)
 

@@ -31,10 +31,11 @@ from bot.evidence.metrics import (
 from bot.model import Lang
 from bot.ports import Sample
 from bot.prom.client import PrometheusMetrics
+from gpusim.exporter import DcgmExporterServer, running
 from gpusim.faults import inject
-from gpusim.metrics import DcgmExporterServer, gpu_uuid, running, set_temperature
+from gpusim.metrics import gpu_uuid, set_temperature
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 from tests.helpers.servers import (
     AlertmanagerServer,
     PrometheusServer,
@@ -91,27 +92,27 @@ def static_text(xid: int = 0, count: int | None = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def store() -> Store:
-    fresh = Store()
+def store() -> ClusterState:
+    fresh = ClusterState()
     fresh.load(healthy_cluster(6, datetime.now(UTC))["items"])
     return fresh
 
 
 @pytest.fixture(scope="module")
-def other_store() -> Store:
-    fresh = Store()
+def other_store() -> ClusterState:
+    fresh = ClusterState()
     fresh.load(healthy_cluster(1, datetime.now(UTC), prefix="gpu-b")["items"])
     return fresh
 
 
 @pytest.fixture(scope="module")
-def exporter(store: Store) -> Iterator[DcgmExporterServer]:
+def exporter(store: ClusterState) -> Iterator[DcgmExporterServer]:
     with running(store) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def relabeled(other_store: Store) -> Iterator[DcgmExporterServer]:
+def relabeled(other_store: ClusterState) -> Iterator[DcgmExporterServer]:
     with running(other_store, node_label="kubernetes_node") as server:
         yield server
 
@@ -130,7 +131,7 @@ def alertmanager() -> Iterator[AlertmanagerServer]:
 
 @pytest.fixture(scope="module")
 def prom(
-    store: Store,
+    store: ClusterState,
     exporter: DcgmExporterServer,
     relabeled: DcgmExporterServer,
     static: TextExporter,
@@ -219,7 +220,7 @@ def test_a_healthy_node_shows_nothing_wrong(metrics: PrometheusMetrics) -> None:
 
 
 def test_double_bit_ecc_errors_and_row_remap_failure(
-    store: Store, metrics: PrometheusMetrics
+    store: ClusterState, metrics: PrometheusMetrics
 ) -> None:
     node = "gpu-a2"
     gather(metrics, node)  # the zeros are scraped already: the module fixture waited for it
@@ -259,7 +260,7 @@ def test_double_bit_ecc_errors_and_row_remap_failure(
     assert "GPU 5：ECC DBE 在 5 分钟内 +2（累计 2）" in lines(evidence, Lang.ZH)
 
 
-def test_nvlink_errors_increase(store: Store, metrics: PrometheusMetrics) -> None:
+def test_nvlink_errors_increase(store: ClusterState, metrics: PrometheusMetrics) -> None:
     node = "gpu-a3"
     inject(store, "nvlink", node, datetime.now(UTC), gpu=4, errors=250)
     evidence = eventually(metrics, node, lambda e: gpu(e, 4).nvlink_crc_flit_increase == 250)
@@ -277,7 +278,7 @@ def test_nvlink_errors_increase(store: Store, metrics: PrometheusMetrics) -> Non
 
 
 def test_a_gpu_that_fell_off_the_bus_stops_reporting(
-    store: Store, metrics: PrometheusMetrics
+    store: ClusterState, metrics: PrometheusMetrics
 ) -> None:
     """The simulator's Xid 79 removes the GPU's device reads (DCGM cannot read it) but keeps
     its Xid gauge, as dcgm-exporter does: the evidence is the GPU going silent with Xid 79."""
@@ -340,7 +341,7 @@ def test_xid_79_and_the_exporters_xid_count(
     )
 
 
-def test_hot_gpu(store: Store, metrics: PrometheusMetrics) -> None:
+def test_hot_gpu(store: ClusterState, metrics: PrometheusMetrics) -> None:
     node = "gpu-a6"
     set_temperature(store, node, 7, 91.5)
     evidence = eventually(metrics, node, lambda e: gpu(e, 7).temperature_max_c == 91.5)
@@ -351,7 +352,7 @@ def test_hot_gpu(store: Store, metrics: PrometheusMetrics) -> None:
     assert not any(line.startswith("GPU 6:") for line in lines(evidence, Lang.EN, hot_c=95))
 
 
-def test_exporter_down_for_a_node(store: Store, metrics: PrometheusMetrics) -> None:
+def test_exporter_down_for_a_node(store: ClusterState, metrics: PrometheusMetrics) -> None:
     node = "gpu-a5"
     assert gather(metrics, node).exporter_up is True
     inject(store, "not-ready", node, datetime.now(UTC))  # its dcgm-exporter pod: Ready=False
@@ -371,7 +372,9 @@ def test_exporter_down_for_a_node(store: Store, metrics: PrometheusMetrics) -> N
     )
 
 
-def test_the_node_label_is_configurable(other_store: Store, metrics: PrometheusMetrics) -> None:
+def test_the_node_label_is_configurable(
+    other_store: ClusterState, metrics: PrometheusMetrics
+) -> None:
     node = "gpu-b1"
     inject(other_store, "ecc-dbe", node, datetime.now(UTC), gpu=0)
     evidence = eventually(

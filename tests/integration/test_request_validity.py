@@ -34,7 +34,7 @@ from bot.sources.alertmanager.payloads import signals_from_payload, validate_pay
 from bot.store.sql import SqlStore
 from bot.store.tables import incidents, votes
 from gpusim import faults
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
 

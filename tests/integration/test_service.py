@@ -35,7 +35,7 @@ from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults, objects
-from gpusim.store import BY_KIND
+from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis as store_diagnosis
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])

@@ -34,8 +34,9 @@ from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.faults import inject
 from gpusim.metrics import gpu_uuid
+from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import BY_KIND, Store
+from gpusim.state import ClusterState
 
 NODE = "gpu-a1"
 NS = "gpubot"
@@ -48,7 +49,7 @@ class Sim:
     """A 4-node simulated cluster, the real client on it, and controllers not yet running."""
 
     def __init__(self) -> None:
-        self.store = Store()
+        self.store = ClusterState()
         self.store.load(healthy_cluster(4, datetime.now(UTC))["items"])
         self.server = SimulatedApiServer(self.store).start()
         self.cluster = KubeCluster.for_url(self.server.url)

@@ -5,6 +5,10 @@ make: every write bumps one cluster-wide resourceVersion and records a watch eve
 honour label and field selectors; deletes respect grace periods and finalizers; evictions
 check PodDisruptionBudgets. Errors are `ApiError`s carrying the Status body the real server
 sends, so the HTTP layer only serialises them.
+
+It must never act as a controller (nothing here schedules, starts or replaces a pod: that is
+`gpusim.controllers`) and never hold what no Kubernetes object records (GPU health, DCGM
+counters: `gpusim.hardware`); it only stores, versions, selects and answers.
 """
 
 from __future__ import annotations
@@ -14,105 +18,32 @@ import builtins
 import copy
 import itertools
 import json
+import random
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.kube.objects import labels_of, name_of, namespace_of, pod_ready, selector_matches
+from bot.kube.objects import (
+    labels_of,
+    meta,
+    name_of,
+    namespace_of,
+    selector_matches,
+    spec_of,
+    status_of,
+)
+from gpusim.budgets import budget_status, counted, owner_key, violation
+from gpusim.field_selectors import FieldSelector, parse_field_selector
+from gpusim.label_selectors import LabelSelector, SelectorError, parse_label_selector
+from gpusim.objects import Json
 from gpusim.patching import PatchError, apply_patch
-from gpusim.selectors import (
-    FieldSelector,
-    LabelSelector,
-    SelectorError,
-    parse_field_selector,
-    parse_label_selector,
-)
+from gpusim.resources import BY_KIND, RESOURCES, ApiError, ResourceType, conflict, not_found
 
-Json = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ResourceType:
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool
-    short_names: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-
-RESOURCES = (
-    ResourceType("", "v1", "Namespace", "namespaces", False, ("ns",), ("status",)),
-    ResourceType("", "v1", "Node", "nodes", False, ("no",), ("status",)),
-    ResourceType("", "v1", "Pod", "pods", True, ("po",), ("status", "eviction", "log")),
-    ResourceType("", "v1", "Event", "events", True, ("ev",)),
-    ResourceType(
-        "policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("pdb",), ("status",)
-    ),
-    ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",)),
-    ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status",)),
-    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
-)
-BY_KIND = {r.kind: r for r in RESOURCES}
-BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
 _HISTORY = 20_000
-
-
-class ApiError(Exception):
-    """A failed request, with the `Status` the real API server would answer."""
-
-    def __init__(
-        self, code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.details = dict(details or {})
-
-    def status(self) -> Json:
-        body: Json = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            body["details"] = self.details
-        return body
-
-
-def not_found(resource: ResourceType, name: str) -> ApiError:
-    return ApiError(
-        404,
-        "NotFound",
-        f'{resource.plural}{"." + resource.group if resource.group else ""} "{name}" not found',
-        {"name": name, "group": resource.group, "kind": resource.plural}
-        if resource.group
-        else {"name": name, "kind": resource.plural},
-    )
-
-
-def conflict(resource: ResourceType, name: str) -> ApiError:
-    return ApiError(
-        409,
-        "Conflict",
-        f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
-        "modified; please apply your changes to the latest version and try again",
-        {"name": name, "kind": resource.plural},
-    )
 
 
 def _now() -> str:
@@ -121,13 +52,20 @@ def _now() -> str:
 
 @dataclass(frozen=True)
 class WatchEvent:
+    """One entry of the watch history: the object as it was written at that version."""
+
     resource_version: int
     type: str
     resource: ResourceType
     object: Json
 
 
-class Store:
+class ClusterState:
+    """Every object of one simulated cluster, its resourceVersion and its watch history: what
+    etcd and kube-apiserver's registry hold together. It owns the API's state and its rules
+    (versions, selectors, finalizers, grace periods, budgets) and nothing else: what no
+    Kubernetes object records (GPU health, DCGM counters) lives beside it, keyed by it."""
+
     def __init__(self, history: int = _HISTORY) -> None:
         self._lock = threading.Condition(threading.RLock())
         # An empty store is at 1000; the first write is 1001, so a watch from 1000 sees it.
@@ -159,9 +97,10 @@ class Store:
         if event_type != "MODIFIED":
             self._key_index.pop(resource, None)
         if event_type == "DELETED":
-            meta = obj.get("metadata") or {}
+            metadata = meta(obj)
             self._encodings.pop(
-                (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", ""))), None
+                (resource.kind, str(metadata.get("namespace", "")), str(metadata.get("name", ""))),
+                None,
             )
         if resource.kind == "Pod":
             self._pods_by_node = None
@@ -199,23 +138,23 @@ class Store:
                     continue
                 obj = copy.deepcopy(item)
                 obj.setdefault("apiVersion", resource.api_version)
-                meta = obj.setdefault("metadata", {})
-                meta.setdefault("uid", str(uuid.uuid4()))
-                meta.setdefault("creationTimestamp", _now())
-                namespace = meta.get("namespace", "") if resource.namespaced else ""
+                metadata = obj.setdefault("metadata", {})
+                metadata.setdefault("uid", str(uuid.uuid4()))
+                metadata.setdefault("creationTimestamp", _now())
+                namespace = metadata.get("namespace", "") if resource.namespaced else ""
                 if resource.namespaced:
-                    meta["namespace"] = namespace or "default"
-                    self._ensure_namespace(meta["namespace"])
-                self._objects[resource][(meta.get("namespace", ""), meta["name"])] = obj
+                    metadata["namespace"] = namespace or "default"
+                    self._ensure_namespace(metadata["namespace"])
+                self._objects[resource][(metadata.get("namespace", ""), metadata["name"])] = obj
                 self._bump("ADDED", resource, obj)
 
     def create(self, resource: ResourceType, namespace: str, body: Json) -> Json:
         with self._lock:
             obj = copy.deepcopy(body)
-            meta = obj.setdefault("metadata", {})
-            if not meta.get("name") and meta.get("generateName"):
-                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
-            name = meta.get("name")
+            metadata = obj.setdefault("metadata", {})
+            if not metadata.get("name") and metadata.get("generateName"):
+                metadata["name"] = _generated_name(str(metadata["generateName"]))
+            name = metadata.get("name")
             if not name:
                 raise ApiError(
                     422,
@@ -233,20 +172,20 @@ class Store:
                     {"name": name, "kind": resource.plural},
                 )
             obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-            meta["uid"] = str(uuid.uuid4())
-            meta["creationTimestamp"] = _now()
+            metadata["uid"] = str(uuid.uuid4())
+            metadata["creationTimestamp"] = _now()
             if resource.namespaced:
-                meta["namespace"] = namespace
+                metadata["namespace"] = namespace
                 self._ensure_namespace(namespace)
             else:
-                meta.pop("namespace", None)
+                metadata.pop("namespace", None)
             self._objects[resource][key] = obj
             if resource.kind == "Pod":
                 # A replacement stands in for a pod a budget let go.
                 for pdb in self._covering_pdbs(obj):
                     owners = self._disrupted.get((namespace_of(pdb), name_of(pdb)), [])
-                    if _owner_key(obj) in owners:
-                        owners.remove(_owner_key(obj))
+                    if owner_key(obj) in owners:
+                        owners.remove(owner_key(obj))
             self._bump("ADDED", resource, obj)
             return copy.deepcopy(obj)
 
@@ -259,19 +198,19 @@ class Store:
     def replace(self, resource: ResourceType, namespace: str, name: str, body: Json) -> Json:
         with self._lock:
             current = self._current(resource, namespace, name)
-            wanted = str((body.get("metadata") or {}).get("resourceVersion") or "")
+            wanted = str(meta(body).get("resourceVersion") or "")
             if wanted and wanted != current["metadata"]["resourceVersion"]:
                 raise conflict(resource, name)
             return self._store_update(resource, current, copy.deepcopy(body))
 
     def _store_update(self, resource: ResourceType, current: Json, obj: Json) -> Json:
-        meta = obj.setdefault("metadata", {})
+        metadata = obj.setdefault("metadata", {})
         for kept in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp"):
             if kept in current["metadata"]:
-                meta[kept] = current["metadata"][kept]
+                metadata[kept] = current["metadata"][kept]
         obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
-        key = (meta.get("namespace", ""), meta["name"])
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        key = (metadata.get("namespace", ""), metadata["name"])
+        if metadata.get("deletionTimestamp") and not metadata.get("finalizers"):
             del self._objects[resource][key]
             self._bump("DELETED", resource, obj)
             return copy.deepcopy(obj)
@@ -284,9 +223,7 @@ class Store:
     ) -> Json:
         with self._lock:
             current = self._current(resource, namespace, name)
-            wanted = ((body.get("metadata") or {}) if isinstance(body, dict) else {}).get(
-                "resourceVersion"
-            )
+            wanted = meta(body).get("resourceVersion") if isinstance(body, dict) else None
             if wanted and str(wanted) != current["metadata"]["resourceVersion"]:
                 # A patch that names a resourceVersion is a precondition, as on the real server.
                 raise conflict(resource, name)
@@ -314,26 +251,26 @@ class Store:
         how many seconds after SIGTERM, capped by the grace period, as a kubelet would."""
         with self._lock:
             current = self._current(resource, namespace, name)
-            meta = current["metadata"]
+            metadata = current["metadata"]
             shutdown = _shutdown_seconds(current, grace) if resource.kind == "Pod" else 0.0
-            if shutdown > 0 and not meta.get("finalizers"):
-                if not meta.get("deletionTimestamp"):
-                    meta["deletionTimestamp"] = _now()
-                    meta["deletionGracePeriodSeconds"] = int(shutdown)
+            if shutdown > 0 and not metadata.get("finalizers"):
+                if not metadata.get("deletionTimestamp"):
+                    metadata["deletionTimestamp"] = _now()
+                    metadata["deletionGracePeriodSeconds"] = int(shutdown)
                     self._bump("MODIFIED", resource, current)
                     timer = threading.Timer(
-                        shutdown, self._kubelet_done, (resource, namespace, name, meta["uid"])
+                        shutdown, self._kubelet_done, (resource, namespace, name, metadata["uid"])
                     )
                     timer.daemon = True
                     timer.start()
                 return copy.deepcopy(current)
-            if meta.get("finalizers"):
-                if not meta.get("deletionTimestamp"):
-                    meta["deletionTimestamp"] = _now()
-                    meta["deletionGracePeriodSeconds"] = 0 if grace is None else grace
+            if metadata.get("finalizers"):
+                if not metadata.get("deletionTimestamp"):
+                    metadata["deletionTimestamp"] = _now()
+                    metadata["deletionGracePeriodSeconds"] = 0 if grace is None else grace
                     self._bump("MODIFIED", resource, current)
                 return copy.deepcopy(current)
-            del self._objects[resource][(meta.get("namespace", ""), name)]
+            del self._objects[resource][(metadata.get("namespace", ""), name)]
             self._bump("DELETED", resource, current)
             return copy.deepcopy(current)
 
@@ -341,9 +278,9 @@ class Store:
         """The containers have stopped: the kubelet removes the pod (if finalizers allow)."""
         with self._lock:
             current = self._objects[resource].get((namespace, name))
-            if current is None or current["metadata"].get("uid") != uid:
+            if current is None or meta(current).get("uid") != uid:
                 return
-            if current["metadata"].get("finalizers"):
+            if meta(current).get("finalizers"):
                 return
             del self._objects[resource][(namespace, name)]
             self._bump("DELETED", resource, current)
@@ -372,7 +309,7 @@ class Store:
             index: dict[str, builtins.list[tuple[str, str]]] = {}
             pods = self._objects[BY_KIND["Pod"]]
             for key in self._sorted_keys(BY_KIND["Pod"]):
-                bound = str((pods[key].get("spec") or {}).get("nodeName") or "")
+                bound = str(spec_of(pods[key]).get("nodeName") or "")
                 index.setdefault(bound, []).append(key)
             self._pods_by_node = index
         return self._pods_by_node.get(node, [])
@@ -423,11 +360,11 @@ class Store:
             return [self._encoded(resource, obj) for obj in found], rv, following
 
     def _encoded(self, resource: ResourceType, obj: Json) -> bytes:
-        meta = obj.get("metadata") or {}
-        key = (resource.kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        metadata = meta(obj)
+        key = (resource.kind, str(metadata.get("namespace", "")), str(metadata.get("name", "")))
         # A budget's status follows its pods, so any pod write makes it a new version.
         pods = self._pods_version if resource.kind == "PodDisruptionBudget" else 0
-        version = (id(obj), str(meta.get("resourceVersion", "")), pods)
+        version = (id(obj), str(metadata.get("resourceVersion", "")), pods)
         cached = self._encodings.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -540,7 +477,6 @@ class Store:
 
     def pdb_status(self, pdb: Json) -> Json:
         """Recomputed on read, as the disruption controller keeps it current."""
-        spec = pdb.get("spec") or {}
         namespace = namespace_of(pdb)
         with self._lock:
             # Only the budget's namespace: a slice of the sorted pod keys, not every pod.
@@ -548,38 +484,21 @@ class Store:
             start = bisect.bisect_left(keys, (namespace, ""))
             end = bisect.bisect_left(keys, (namespace + "\x00", ""))
             objects = self._objects[BY_KIND["Pod"]]
-            pods = [
+            selector = spec_of(pdb).get("selector")
+            pods = counted(
                 p
                 for p in (objects[k] for k in keys[start:end])
-                if selector_matches(spec.get("selector"), labels_of(p))
-                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            ]
-        expected = len(pods) + len(self._disrupted.get((namespace_of(pdb), name_of(pdb)), []))
-        healthy = sum(
-            1 for p in pods if pod_ready(p) and not p["metadata"].get("deletionTimestamp")
-        )
-        if "minAvailable" in spec:
-            desired = _scaled(spec["minAvailable"], expected, round_up=True)
-        elif "maxUnavailable" in spec:
-            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
-        else:
-            desired = expected
-        allowed = max(0, healthy - desired)
-        return {
-            **(pdb.get("status") or {}),
-            "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1),
-            "expectedPods": expected,
-            "currentHealthy": healthy,
-            "desiredHealthy": desired,
-            "disruptionsAllowed": allowed,
-        }
+                if selector_matches(selector, labels_of(p))
+            )
+            disrupted = len(self._disrupted.get((namespace, name_of(pdb)), []))
+        return budget_status(pdb, pods, disrupted)
 
     def _covering_pdbs(self, pod: Json) -> builtins.list[Json]:
         return [
             pdb
             for pdb in self._objects[BY_KIND["PodDisruptionBudget"]].values()
             if namespace_of(pdb) == namespace_of(pod)
-            and selector_matches((pdb.get("spec") or {}).get("selector"), labels_of(pod))
+            and selector_matches(spec_of(pdb).get("selector"), labels_of(pod))
         ]
 
     def evict(self, namespace: str, name: str, body: Json) -> Json:
@@ -587,33 +506,15 @@ class Store:
         pods = BY_KIND["Pod"]
         with self._lock:
             pod = self._current(pods, namespace, name)
-            if (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
-                "deletionTimestamp"
-            ):
+            if status_of(pod).get("phase") == "Running" and not meta(pod).get("deletionTimestamp"):
                 covering = self._covering_pdbs(pod)
                 for pdb in covering:
                     status = self.pdb_status(pdb)
                     if status["disruptionsAllowed"] <= 0:
-                        raise ApiError(
-                            429,
-                            "TooManyRequests",
-                            "Cannot evict pod as it would violate the pod's disruption budget.",
-                            {
-                                "causes": [
-                                    {
-                                        "reason": "DisruptionBudget",
-                                        "message": (
-                                            f"The disruption budget {name_of(pdb)} needs "
-                                            f"{status['desiredHealthy']} healthy pods and has "
-                                            f"{status['currentHealthy']} currently"
-                                        ),
-                                    }
-                                ]
-                            },
-                        )
+                        raise violation(pdb, status)
                 for pdb in covering:
                     key = (namespace_of(pdb), name_of(pdb))
-                    self._disrupted.setdefault(key, []).append(_owner_key(pod))
+                    self._disrupted.setdefault(key, []).append(owner_key(pod))
             options = body.get("deleteOptions") or {}
             grace = options.get("gracePeriodSeconds")
             self.delete(pods, namespace, name, grace)
@@ -631,29 +532,20 @@ SHUTDOWN_ANNOTATION = "sim.gpubot.io/shutdown-seconds"
 
 
 def _shutdown_seconds(pod: Json, grace: int | None) -> float:
-    declared = ((pod.get("metadata") or {}).get("annotations") or {}).get(SHUTDOWN_ANNOTATION)
+    declared = (meta(pod).get("annotations") or {}).get(SHUTDOWN_ANNOTATION)
     if not declared:
         return 0.0
-    limit = (
-        grace
-        if grace is not None
-        else (pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-    )
+    limit = grace if grace is not None else spec_of(pod).get("terminationGracePeriodSeconds", 30)
     return max(0.0, min(float(declared), float(limit)))
 
 
-def _owner_key(pod: Json) -> str:
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller"):
-            return f"{owner.get('kind')}/{owner.get('name')}"
-    return f"Pod/{name_of(pod)}"
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def _scaled(value: Any, total: int, round_up: bool) -> int:
-    if isinstance(value, str) and value.endswith("%"):
-        share = int(value[:-1]) * total
-        return -(-share // 100) if round_up else share // 100
-    return int(value)
+def _generated_name(base: str) -> str:
+    """names.SimpleNameGenerator: the base cut to 58 characters, then 5 random ones from the
+    alphabet that spells no words."""
+    return base[:58] + "".join(random.choices(_NAME_ALPHABET, k=5))
 
 
 def _node_name_wanted(fields: FieldSelector) -> str | None:
