@@ -196,6 +196,10 @@ class IncidentStore(Protocol):
         or a new one. Seeing the symptom clears the incident's absence."""
         ...
 
+    def diagnosis(self, incident_id: str) -> Diagnosis | None:
+        """The incident's diagnosis as last recorded."""
+        ...
+
     def hold(self, incident_id: str, until: datetime | None) -> None:
         """Hold (or release, with None) the incident's proposals until `until`."""
         ...

@@ -28,7 +28,7 @@ from bot.incidents.lifecycle import IllegalTransition
 from bot.kube.objects import name_of, spec_of
 from bot.model import Incident, IncidentState
 from bot.names import GPUBOT
-from bot.pipeline.passes import DiagnosisPass
+from bot.pipeline.passes import OPEN, DiagnosisPass
 from bot.pipeline.relay import DecisionRelay
 from bot.ports import Chat, Cluster, Store
 from bot.remediate.blast_radius import out_of_service
@@ -111,6 +111,64 @@ class LeaderDuties:
         for outcome in outcomes:
             self.relay.tell(outcome.request_id, outcome)
         return outcomes
+
+    def follow_up(self) -> None:
+        """What time alone changes, within seconds: held proposals whose settle window
+        passed and absent problems that stayed away long enough (a pass about their nodes
+        decides), requests refused for a reason that has cleared (offered again, new
+        buttons), and repaired nodes gpubot took out (the health gate, then an uncordon or
+        the items still blocking it)."""
+        if not self.is_leader():
+            return
+        now = self.clock()
+        after = timedelta(seconds=self.settings.thresholds.resolve_after_s)
+        due: set[str | None] = set()
+        for incident in self.store.incidents(states=OPEN):
+            if incident.cluster != self.settings.cluster:
+                continue
+            if (incident.held_until is not None and incident.held_until <= now) or (
+                incident.absent_since is not None and now - incident.absent_since >= after
+            ):
+                due.add(incident.node)
+            if incident.state is IncidentState.AWAITING_APPROVAL:
+                self._reoffer(incident)
+            elif incident.state is IncidentState.SUCCEEDED and incident.absent_since is not None:
+                self._back_to_service(incident)
+        if due:
+            nodes = frozenset(n for n in due if n)
+            self.passes.run([], nodes=None if None in due else nodes)
+
+    def _reoffer(self, incident: Incident) -> None:
+        try:
+            found = self.executor.reoffer(incident.id)
+        except GpubotError as exc:
+            log.warning("incident %s: could not look at its waiting request: %s", incident.id, exc)
+            return
+        if found is not None:
+            old, new, why = found
+            self.chat.ask_again(self.store.incident(incident.id), old, new, why)
+
+    def _back_to_service(self, incident: Incident) -> None:
+        diagnosis = self.store.diagnosis(incident.id)
+        if diagnosis is None:
+            return
+        try:
+            offered = self.executor.back_to_service(incident.id, diagnosis)
+        except GpubotError as exc:
+            log.warning("incident %s: the health gate could not look: %s", incident.id, exc)
+            return
+        if offered is None:
+            return
+        requests, gate = offered
+        if gate.passed:
+            note = f"repaired: the health gate passes for {gate.node}; put it back into service?"
+        else:
+            blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
+            note = (
+                f"repaired, but the health gate still fails for {gate.node}: {blocking}. "
+                "Uncordon anyway needs its own approvers"
+            )
+        self.chat.revise_diagnosis(self.store.incident(incident.id), diagnosis, requests, note)
 
     def expire_requests(self) -> list[Incident]:
         """Incidents waiting on requests that have all expired: say so, and stop waiting."""

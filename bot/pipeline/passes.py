@@ -417,9 +417,9 @@ class DiagnosisPass:
                     )
                 continue
             node = nodes.get(incident.node or "")
-            if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
-                continue
             absent = self.store.mark_absent(incident.id, now)
+            if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
+                continue  # repaired, still out: the leader's follow-up offers it back
             since = absent.absent_since or now
             if now - since < after:
                 continue

@@ -143,6 +143,9 @@ class Service:
     def expire_requests(self) -> list[Incident]:
         return self.duties.expire_requests()
 
+    def follow_up(self) -> None:
+        self.duties.follow_up()
+
     def sweep(self) -> list[Incident]:
         return self.duties.sweep()
 

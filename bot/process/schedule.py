@@ -47,6 +47,10 @@ def sweep() -> None:
     _current().sweep()
 
 
+def follow_up() -> None:
+    _current().follow_up()
+
+
 def drain_watchdog() -> None:
     _current().watch_drains()
 
@@ -95,6 +99,7 @@ class Scheduler:
                 (expire_requests, s.expiry_s),
                 (sweep, s.sweep_s),
                 (drain_watchdog, s.drain_watchdog_s),
+                (follow_up, s.follow_up_s),
             ):
                 scheduler.add_job(
                     f"bot.process.schedule:{func.__name__}",

@@ -37,6 +37,7 @@ from bot.model import (
     Diagnosis,
     IncidentState,
     NodeFacts,
+    Proposal,
     TimelineKind,
 )
 from bot.names import GPUBOT, MAINTENANCE_TAINT, PREFIX
@@ -392,19 +393,13 @@ class Executor:
         if request.action in (Action.CORDON, Action.DRAIN):
             verdict = check_budget(facts, request.node, self.settings.remediation.blast_radius)
             if not verdict.allowed:
-                self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
-                self._move(request.incident, IncidentState.FAILED, GPUBOT, "refused")
-                return self._finish(request, "refused", "refused", verdict.reason)
+                return self._wait_for(request, "blast-radius", verdict.reason)
         if request.action is Action.UNCORDON and not request.override_gate:
             result = self.gate(node, facts)
             self._record_gate(request.incident, result)
             if not result.passed:
                 failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
-                self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
-                self._move(request.incident, IncidentState.FAILED, GPUBOT, "refused")
-                return self._finish(
-                    request, "refused", "refused", f"health gate not passed: {failing}"
-                )
+                return self._wait_for(request, "health-gate", f"health gate not passed: {failing}")
 
         if self.settings.remediation.dry_run:
             return self._finish(
@@ -417,8 +412,93 @@ class Executor:
             "action-start",
             f"running `{command_for(request)}` (approved by {', '.join(approvers)})",
             request=request.id,
+            pods=node.remaining_pods,
         )
         return None
+
+    def _wait_for(self, request: ActionRequest, reason: str, why: str) -> Outcome:
+        """Refused for a reason that can clear (the pool's budget, the health gate): this
+        request is over, its incident waits again, and `reoffer` asks anew, with new buttons,
+        once the reason has cleared. Never a silent failure."""
+        message = f"not run: {why}. It is offered again, with new buttons, once that clears"
+        if not self.store.finish_execution(
+            request.id, "refused", message, self.clock(), executor=self.executor_id
+        ):
+            return self._gave_way(request)
+        self._move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, f"waiting: {why}")
+        self._note(
+            request.incident,
+            "note",
+            message,
+            request=request.id,
+            waiting=reason,
+            action=request.action.value,
+            node=request.node,
+        )
+        return Outcome(request.id, "refused", message)
+
+    def reoffer(self, incident_id: str) -> tuple[ActionRequest, ActionRequest, str] | None:
+        """The incident's request refused for a reason that has cleared since: (the refused
+        request, the new one, why now). None while it has not cleared, or when nothing waits
+        (already offered again, or decided otherwise since)."""
+        entries = self.store.timeline(incident_id)
+        waiting = next((e for e in reversed(entries) if e.data.get("waiting")), None)
+        if waiting is None or any(e.kind == "proposal" for e in entries[entries.index(waiting) :]):
+            return None
+        old = self.store.request(str(waiting.data.get("request")))
+        facts = self.read_facts(old.node)
+        node = facts.nodes.get(old.node)
+        if node is None or not node.known:
+            return None
+        if waiting.data.get("waiting") == "blast-radius":
+            verdict = check_budget(facts, old.node, self.settings.remediation.blast_radius)
+            if not verdict.allowed:
+                return None
+            why = f"the pool has room now ({verdict.reason})"
+        else:
+            result = self.gate(node, facts)
+            if not result.passed:
+                return None
+            self._record_gate(incident_id, result)
+            why = "the health gate passes now"
+        new = self.request(
+            old.action,
+            node,
+            incident_id,
+            GPUBOT,
+            force=old.force,
+            delete_emptydir_data=old.delete_emptydir_data,
+            override_gate=old.override_gate,
+        )
+        return old, new, why
+
+    def back_to_service(
+        self, incident_id: str, diagnosis: Diagnosis
+    ) -> tuple[list[ActionRequest], GateResult] | None:
+        """After a repair (the problem gone, the node still out because gpubot took it out):
+        the health gate, and an uncordon when it passes (else "uncordon anyway" with the
+        failing items as its risk, as `propose` makes). None while a request of the incident
+        is still undecided, or the node is back already."""
+        for request in self.store.requests(incident_id):
+            if self.store.execution(request.id) is None and self.clock() < request.expires_at:
+                return None
+        node_name = diagnosis.node
+        if not node_name:
+            return None
+        facts = self.read_facts(node_name)
+        node = facts.nodes.get(node_name)
+        if node is None or not node.known or not node.unschedulable:
+            return None
+        result = self.gate(node, facts)
+        back = diagnosis.model_copy(
+            update={
+                "proposals": [
+                    Proposal(action=Action.UNCORDON, node=node_name, requires_approval=True)
+                ]
+            }
+        )
+        self._move(incident_id, IncidentState.AWAITING_APPROVAL, GPUBOT, "repaired: gate")
+        return self.propose(incident_id, back, facts), result
 
     def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
         taking_out = request.action in (Action.CORDON, Action.DRAIN)
@@ -546,6 +626,30 @@ class Executor:
         already = f", {leaving} already leaving" if leaving > 0 else ""
         return f"drained {node}: {how} {removed} pods{already} in {result.duration_s:.1f} s"
 
+    def _whole_drain(self, request: ActionRequest, resumed: str) -> str:
+        """A drain taken over after its owner died tells the whole drain, not its last part:
+        the pods it had to move when it began (every owner's evictions) and the time since it
+        began."""
+        entries = self.store.timeline(request.incident) if request.incident else []
+        start = next(
+            (
+                e
+                for e in entries
+                if e.kind == "action-start" and e.data.get("request") == request.id
+            ),
+            None,
+        )
+        execution = self.store.execution(request.id)
+        began = start.at if start is not None else (execution.started_at if execution else None)
+        total = start.data.get("pods") if start is not None else None
+        if began is None or not isinstance(total, int):
+            return resumed
+        took = (self.clock() - began).total_seconds()
+        return (
+            f"drained {request.node}: {total} pods moved off in {took:.1f} s, by every owner "
+            f"of the drain (the last: {resumed.removeprefix(f'drained {request.node}: ')})"
+        )
+
     def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
         """Every blocker, and every quarter of the way: a thread, not a firehose. Evictions
         finish on several threads at once; a count lower than one already told is dropped,
@@ -667,6 +771,8 @@ class Executor:
         approvers = self._approvers(request.id)
         try:
             message = self._act(request, approvers)
+            if request.action is Action.DRAIN and message.startswith("drained"):
+                message = self._whole_drain(request, message)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
         if self._lost(request):

@@ -339,6 +339,10 @@ def _start_serve(
         GPUBOT_SERVE__BEARER_TOKEN=TOKEN,
         GPUBOT_SERVE__HOST="127.0.0.1",
         GPUBOT_PROMETHEUS__URL=prometheus_url,
+        # An hour compressed into the test's seconds: a symptom gone for 2 s is gone, and
+        # the leader looks every second at what time alone changes.
+        GPUBOT_THRESHOLDS__RESOLVE_AFTER_S="2",
+        GPUBOT_SCHEDULE__FOLLOW_UP_S="1",
     )
     with out.open("wb") as stdout, err.open("wb") as stderr:
         process = subprocess.Popen(

@@ -242,6 +242,7 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
             "digest",
             "drain_watchdog",
             "expire_requests",
+            "follow_up",
             "leader_duties",
             "sweep",
         ]
@@ -263,12 +264,20 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
         "digest",
         "drain_watchdog",
         "expire_requests",
+        "follow_up",
         "leader_duties",
         "sweep",
     ]
     again = Scheduler(bot.service, bot.store.engine, settings)
     again.leading(True)
-    assert again.jobs() == ["digest", "drain_watchdog", "expire_requests", "leader_duties", "sweep"]
+    assert again.jobs() == [
+        "digest",
+        "drain_watchdog",
+        "expire_requests",
+        "follow_up",
+        "leader_duties",
+        "sweep",
+    ]
     again.leading(False)
 
 

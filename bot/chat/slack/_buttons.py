@@ -151,10 +151,15 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
             needed = outcome.approvals_needed or len(voters) + 1
             h.chat.post_thread_mrkdwn(incident, _approvals_so_far(voters, needed))
         ephemeral(respond, f"Your approval is recorded: {for_slack(outcome.message)}")
-    elif status in ("acted", "recorded", "dry-run", "failed", "refused"):
+    elif status in ("acted", "recorded", "dry-run", "failed"):
         approvers = [v.approver for v in store.votes(request.id)]
         text = decision_text(request, "approved", approvers, now, h.lang)
         h.chat.update_decision(incident, request, text)
+    elif status == "refused":
+        # Approved, but not run (the pool's budget, the health gate): the buttons go, the
+        # reason stays where they were, and the clicker hears it at once.
+        h.chat.update_decision(incident, request, f"⏸ {for_slack(outcome.message)}")
+        ephemeral(respond, for_slack(outcome.message))
     elif status == "expired":
         text = decision_text(request, "expired", [], request.expires_at, h.lang)
         h.chat.update_decision(incident, request, text)
