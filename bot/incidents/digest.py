@@ -63,6 +63,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import InputError
+from bot.incidents.lifecycle import first_opened, reopened
 from bot.model import Action, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
 from bot.ports import Store
 
@@ -142,10 +143,6 @@ class Digest:
 # ---- building -------------------------------------------------------------------------------
 
 
-def _opens(entry: TimelineEntry) -> bool:
-    return entry.kind == "state" and entry.data.get("to") == IncidentState.OPEN.value
-
-
 def is_superseded(entry: TimelineEntry) -> bool:
     """Does this resolve hand the incident to a better diagnosis? The pass's words, or a
     `superseded_by` in the data (a newer gpubot writes both)."""
@@ -167,11 +164,10 @@ def _story(incident: Incident, entries: Sequence[TimelineEntry]) -> _Story:
     reopens: list[datetime] = []
     ended: TimelineEntry | None = None
     for entry in entries:
-        if _opens(entry):
-            if first is None:
-                first = entry.at
-            else:
-                reopens.append(entry.at)
+        if first_opened(entry) and first is None:
+            first = entry.at
+        elif reopened(entry):
+            reopens.append(entry.at)
             ended = None
         elif entry.kind == "resolve":
             ended = entry

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from bot.errors import GpubotError
 from bot.model import IncidentState as S
+from bot.model import TimelineEntry
 
 TRANSITIONS: dict[S, frozenset[S]] = {
     S.OPEN: frozenset({S.DIAGNOSED, S.RESOLVED}),
@@ -27,6 +28,23 @@ TRANSITIONS: dict[S, frozenset[S]] = {
 }
 """Back to OPEN from a live state: a better diagnosis of the same problem superseded the
 incident's rule in place (its undecided requests withdrawn), and its story starts again."""
+
+
+def first_opened(entry: TimelineEntry) -> bool:
+    """The entry that opened an incident (the store writes it with no `from`)."""
+    return (
+        entry.kind == "state" and entry.data.get("to") == S.OPEN.value and "from" not in entry.data
+    )
+
+
+def reopened(entry: TimelineEntry) -> bool:
+    """A resolved incident firing again: one reopen cycle. Back to open from a live state is
+    not one: that is a better diagnosis superseding the first in place."""
+    return (
+        entry.kind == "state"
+        and entry.data.get("from") == S.RESOLVED.value
+        and entry.data.get("to") == S.OPEN.value
+    )
 
 
 class IllegalTransition(GpubotError):

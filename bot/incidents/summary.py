@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from bot.incidents.lifecycle import reopened
 from bot.model import Incident, IncidentState, Lang, TimelineEntry
 
 _LABELS = {
@@ -89,14 +90,6 @@ class Summary:
     """Why the last cycle ended: its resolve's text; "" while it has not."""
 
 
-def _reopens(entry: TimelineEntry) -> bool:
-    return (
-        entry.kind == "state"
-        and entry.data.get("from") == IncidentState.RESOLVED.value
-        and entry.data.get("to") == IncidentState.OPEN.value
-    )
-
-
 def _time_to_approve(entries: Sequence[TimelineEntry]) -> timedelta | None:
     approval = next((e for e in entries if e.kind == "approval"), None)
     if approval is None:
@@ -129,7 +122,7 @@ def summarize(incident: Incident, entries: Sequence[TimelineEntry]) -> Summary:
         outcome=incident.state.value,
         time_to_approve=_time_to_approve(entries),
         time_to_recover=(resolved - incident.opened_at) if resolved else None,
-        reopened=sum(1 for e in entries if _reopens(e)),
+        reopened=sum(1 for e in entries if reopened(e)),
         outcome_reason=_reason(entries, incident.state),
     )
 

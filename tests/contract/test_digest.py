@@ -636,3 +636,26 @@ def test_a_bad_time_of_day_is_refused(at: str) -> None:
 def test_an_unknown_time_zone_is_refused(tz: str) -> None:
     with pytest.raises(InputError, match="time zone"):
         next_run(T0, "09:00", tz)
+
+
+def test_a_diagnosis_superseded_in_place_is_one_incident_opened_once_and_never_reopened(
+    store: SqlStore,
+) -> None:
+    h = timedelta(hours=1)
+    first = opened(store, "gpu-a2", "gpu-capacity-short", T0 - 3 * h)
+    store.transition(first.id, S.DIAGNOSED, "gpubot", T0 - 3 * h)
+    store.transition(first.id, S.AWAITING_APPROVAL, "gpubot", T0 - 3 * h)
+    better = store.record_diagnosis(
+        "prod",
+        diagnosis(rule="gpu-fell-off-bus", node="gpu-a2"),
+        T0 - 3 * h + timedelta(seconds=15),
+        3600,
+        replaces=("gpu-capacity-short",),
+    )
+    assert (better.change, better.incident.id) == ("superseded", first.id)
+    resolve(store, better.incident, T0 - h)
+    digest = build_digest(store, T0)
+    # Back to open from awaiting approval is the better story starting, not a flap.
+    assert (digest.opened, digest.reopened, digest.flapped, digest.resolved) == (1, 0, 0, 1)
+    assert digest.median_recover_s == 2 * 3600
+    assert digest.repeat_offenders == []

@@ -33,8 +33,9 @@ def store(tmp_path: Path) -> Iterator[SqlStore]:
 def fire(store: SqlStore, at: datetime) -> Incident:
     """The pass's way: record the diagnosis; a new or reopened incident gets its line."""
     found = diagnosis(rule="xid-79").model_copy(update={"summary": "Xid 79 on GPU 3"})
-    incident, new = store.record_diagnosis("prod", found, at, 3600)
-    if new:
+    recorded = store.record_diagnosis("prod", found, at, 3600)
+    incident = recorded.incident
+    if recorded.change in ("new", "reopened"):
         note(store, incident, at, "diagnosis", f"{found.title}: {found.summary}")
     return incident
 
