@@ -599,7 +599,7 @@ def alerts_explain(
                 typer.echo(
                     json.dumps(
                         {
-                            **reading.model_dump(mode="json"),
+                            **reading.as_json(),
                             "status": alert.status,
                             "node_found": node,
                         },

@@ -22,11 +22,11 @@ import ipaddress
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
-from typing import Literal, Protocol
+from functools import lru_cache
+from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, urlsplit
-
-from pydantic import BaseModel, ConfigDict
 
 from bot.config import ALERTS_FILE, Settings, bundled_rules_dir
 from bot.errors import InputError
@@ -62,6 +62,7 @@ _WHERE = {"summary": "the summary", "description": "the description", "message":
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _CODE = re.compile(r"\d{1,3}")
+_ADDRESS_CHARACTERS = re.compile(r"[0-9a-fA-F:.]+")
 
 
 class AlertLike(Protocol):
@@ -77,10 +78,10 @@ class AlertLike(Protocol):
     def generatorURL(self) -> str: ...
 
 
-class Understood(BaseModel):
-    """One alert as gpubot reads it."""
-
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Understood:
+    """One alert as gpubot reads it. (A plain dataclass: the intake makes one for every alert
+    of every delivery.)"""
 
     alertname: str
     symptom: str
@@ -114,6 +115,9 @@ class Understood(BaseModel):
     native: bool = False
     """gpubot's own alert, read as it is: nothing to explain."""
     how: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "name": self.name, "evidence_only": self.evidence_only}
 
     @property
     def name(self) -> str:
@@ -179,6 +183,8 @@ def strip_port(instance: str) -> str:
 
 
 def is_address(value: str) -> bool:
+    if not _ADDRESS_CHARACTERS.fullmatch(value):  # a node name, cheaply
+        return False
     try:
         ipaddress.ip_address(value)
     except ValueError:
@@ -186,8 +192,10 @@ def is_address(value: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=1024)
 def expression_of(generator_url: str) -> str | None:
-    """The PromQL that raised an alert: Prometheus puts it in generatorURL's `g0.expr`."""
+    """The PromQL that raised an alert: Prometheus puts it in generatorURL's `g0.expr`.
+    (Remembered: the alerts of one rule share it.)"""
     if not generator_url:
         return None
     try:
@@ -198,11 +206,15 @@ def expression_of(generator_url: str) -> str | None:
     return found[0] if found else None
 
 
+@lru_cache(maxsize=1024)
+def _identifiers(expression: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_IDENTIFIER.findall(_STRING.sub(" ", expression))))
+
+
 def metrics_in(expression: str, mapping: AlertMapping) -> list[str]:
     """The mapping's metrics that the expression names, in their order (string literals,
     such as label values, left out)."""
-    bare = _STRING.sub(" ", expression)
-    return list(dict.fromkeys(t for t in _IDENTIFIER.findall(bare) if t in mapping.metrics))
+    return [t for t in _identifiers(expression) if t in mapping.metrics]
 
 
 def _code(value: str | None) -> int | None:
@@ -355,7 +367,7 @@ def understand(
     native = (
         by == "name" and as_alert == alertname and (symptom != XID or xid_where == "the label xid")
     )
-    reading = Understood(
+    draft = Understood(
         alertname=alertname,
         symptom=symptom,
         as_alert=as_alert,
@@ -376,8 +388,8 @@ def understand(
         ask_prometheus=ask,
         native=native,
     )
-    how = _how(reading, xid_labels, expression is not None, mapping.gpu_looking(alertname, labels))
-    return reading.model_copy(update={"how": how})
+    gpu_looking = symptom != UNKNOWN or mapping.gpu_looking(alertname, labels)
+    return replace(draft, how=_how(draft, xid_labels, expression is not None, gpu_looking))
 
 
 def _xid_lists(
