@@ -507,9 +507,9 @@ _ALSO_FIRING_TEXT = 160
 
 
 def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
-    """ "also firing: <alertname> (<summary>)" for each alert on the node that no rule reads
-    (`gpubot.evidence_only`: the alert mapping knows nothing of it, its symptom has no gpubot
-    alert yet, or it is an Xid alert without its code).
+    """A line `also firing: <alertname> (<summary>)` for each alert on the node that no rule
+    reads (`gpubot.evidence_only`: the alert mapping knows nothing of it, its symptom has no
+    gpubot alert yet, or it is an Xid alert without its code).
 
     Why here, once, and not in each rule: such an alert never opens an incident or proposes
     anything by itself (gpubot cannot judge it), yet the on-call should see that it fires on
