@@ -252,8 +252,9 @@ class Settings(BaseSettings):
     rules_dir: Path = Field(default_factory=bundled_rules_dir)
     node_labels: list[str] = ["node", "kubernetes_node", "Hostname", "hostname", "instance"]
     """Alert labels that name the node, first match wins; `instance` loses its port. The
-    alert mapping (`alerts_file`) names them per rule set; these are tried after the
-    mapping's `defaults.node_labels` (a site's own label goes here, or in the mapping)."""
+    alert mapping (`alerts_file`) names them per rule set: left as shipped, these are tried
+    after the mapping's `defaults.node_labels`; set to anything else, before them (an
+    entry's own `node_labels` replaces both)."""
     alerts_file: Path | None = None
     """The alert mapping: which alert names, expression metrics and labels mean which symptom,
     node, GPU and Xid code (docs/alerts.md). None: `alerts.yaml` in `rules_dir`, else the

@@ -355,6 +355,14 @@ def test_a_node_name_beats_an_address_and_a_long_value_is_no_node(mapping: Alert
     assert understand(long, mapping).node is None
 
 
+def test_a_sites_own_node_labels_come_first_once_it_sets_them(mapping: AlertMapping) -> None:
+    labels = {"alertname": "GPUHighTemperature", "Hostname": "proxy", "k8s_node": "gpu-z9"}
+    assert understand(_alert(labels), mapping, SITE).node == "proxy"  # as shipped
+    assert understand(_alert(labels), mapping, ["k8s_node"]).node == "gpu-z9"
+    own = {"alertname": "GPUOperatorNodeDeploymentFailed", "node": "gpu-3", "k8s_node": "x"}
+    assert understand(_alert(own), mapping, ["k8s_node"]).node == "gpu-3"  # the entry's list
+
+
 def test_a_cluster_wide_alert_names_no_node(mapping: AlertMapping) -> None:
     alert = _alert({"alertname": "GPUOperatorReconciliationFailed", "instance": "gpu-a1:8080"})
     reading = understand(alert, mapping)

@@ -63,6 +63,8 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _IDENTIFIER = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*")
 _CODE = re.compile(r"\d{1,3}")
 _ADDRESS_CHARACTERS = re.compile(r"[0-9a-fA-F:.]+")
+_SITE_DEFAULT = list(Settings.model_fields["node_labels"].default)
+"""`Settings.node_labels` as shipped: a site that left it so has said nothing about its own."""
 
 
 class AlertLike(Protocol):
@@ -297,8 +299,10 @@ def _classify(
 def understand(
     alert: AlertLike, mapping: AlertMapping, node_labels: Sequence[str] = ()
 ) -> Understood:
-    """How gpubot reads one alert. `node_labels` are the site's own (`Settings.node_labels`),
-    tried after the mapping's default ones."""
+    """How gpubot reads one alert. `node_labels` are the site's (`Settings.node_labels`):
+    left at their default they are tried after the mapping's default labels; set to anything
+    else they come first (the site knows its relabeling best). An entry's own list replaces
+    both."""
     labels = alert.labels
     alertname = labels.get("alertname", "")
     expression = expression_of(alert.generatorURL)
@@ -327,7 +331,13 @@ def understand(
         if entry is not None and entry.node_labels is not None:
             keys = list(entry.node_labels)
         else:
-            keys = list(dict.fromkeys([*defaults.node_labels, *node_labels]))
+            site = list(node_labels)
+            first = (
+                [*defaults.node_labels, *site]
+                if site == _SITE_DEFAULT
+                else [*site, *defaults.node_labels]
+            )
+            keys = list(dict.fromkeys(first))
         node, node_label, address = _node(labels, keys)
         if (node is None or address) and symptom != UNKNOWN:
             pairs = entry.pod_labels if entry is not None and entry.pod_labels is not None else None
