@@ -599,6 +599,66 @@ def sim_repair(
         typer.echo(line)
 
 
+alerts_app = typer.Typer(
+    help="How gpubot reads Alertmanager alerts (the alert mapping, docs/alerts.md).",
+    no_args_is_help=True,
+)
+app.add_typer(alerts_app, name="alerts")
+
+
+@alerts_app.command("explain")
+@handles_bad_input
+def alerts_explain(
+    payload: Annotated[
+        Path, typer.Argument(help="Alertmanager webhook payload (JSON/YAML), or a list of them.")
+    ],
+    snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--snapshot", help="kubectl JSON: find nodes the alerts name by an address or a pod."
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per alert.")] = False,
+    config: ConfigOption = None,
+) -> None:
+    """For each alert: how gpubot understands it (symptom, the gpubot alert the rules read it
+    as, node, GPU, Xid code, and from where), or why it does not."""
+    from bot.evidence.collecting import resolve_signal_nodes
+    from bot.evidence.snapshots import load_snapshot
+    from bot.sources.alertmanager.payloads import read_payloads, signals_from_payload
+    from bot.sources.alertmanager.understanding import alert_mapping, explain, understand
+
+    settings = _settings(config)
+    mapping = alert_mapping(settings)
+    nodes = load_snapshot(snapshot) if snapshot is not None else None
+    for found in read_payloads(payload):
+        readings = [understand(a, mapping, settings.node_labels) for a in found.alerts]
+        resolved: list[str | None] = [r.node for r in readings]
+        if nodes is not None:
+            signals = signals_from_payload(found, settings.node_labels, mapping)
+            resolved = [s.node for s in resolve_signal_nodes(nodes, signals)]
+        for alert, reading, node in zip(found.alerts, readings, resolved, strict=True):
+            if as_json:
+                typer.echo(
+                    json.dumps(
+                        {
+                            **reading.as_json(),
+                            "status": alert.status,
+                            "node_found": node,
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+                continue
+            typer.echo(f"{reading.alertname or '(no alertname)'} ({alert.status}) → {reading.name}")
+            for line in explain(reading):
+                typer.echo(line)
+            if nodes is not None and node != reading.node:
+                typer.echo(f"  in the snapshot: node {node}")
+            elif nodes is not None and node is not None and reading.node_is_address:
+                typer.echo(f"  in the snapshot: {node} is no node's nor pod's address")
+
+
 def main() -> None:  # pragma: no cover - console entry
     app()
 

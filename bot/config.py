@@ -21,6 +21,9 @@ from bot.model import Action, ActionRequest, Lang
 from bot.names import CHECKPOINT_ANNOTATION, NAMESPACE, POOL_LABEL
 from bot.yamlfiles import load_located
 
+ALERTS_FILE = "alerts.yaml"
+"""The alert mapping's file name in a rules directory (`bot.rules.loading` skips it)."""
+
 
 def bundled_rules_dir() -> Path:
     """`rules/` beside the package in a checkout; the copy packed into the wheel otherwise."""
@@ -254,7 +257,14 @@ class Settings(BaseSettings):
     cluster: str = "default"
     rules_dir: Path = Field(default_factory=bundled_rules_dir)
     node_labels: list[str] = ["node", "kubernetes_node", "Hostname", "hostname", "instance"]
-    """Alert labels that name the node, first match wins; `instance` loses its port."""
+    """Alert labels that name the node, first match wins; `instance` loses its port. The
+    alert mapping (`alerts_file`) names them per rule set: left as shipped, these are tried
+    after the mapping's `defaults.node_labels`; set to anything else, before them (an
+    entry's own `node_labels` replaces both)."""
+    alerts_file: Path | None = None
+    """The alert mapping: which alert names, expression metrics and labels mean which symptom,
+    node, GPU and Xid code (docs/alerts.md). None: `alerts.yaml` in `rules_dir`, else the
+    shipped one. Copy the shipped file to change it: a file given here replaces it whole."""
     pool_labels: list[str] = [
         POOL_LABEL,
         "karpenter.sh/nodepool",
@@ -284,6 +294,14 @@ class Settings(BaseSettings):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     store_url: str = "sqlite:///gpubot.db"
     """SQLite (a file) by default; postgresql://... for production and replicas."""
+
+    def alert_mapping_file(self) -> Path:
+        """The alert mapping to use: `alerts_file`, else the rules directory's, else the
+        shipped one."""
+        if self.alerts_file is not None:
+            return self.alerts_file
+        beside_rules = self.rules_dir / ALERTS_FILE
+        return beside_rules if beside_rules.is_file() else bundled_rules_dir() / ALERTS_FILE
 
     @classmethod
     def settings_customise_sources(

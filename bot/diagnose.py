@@ -28,7 +28,7 @@ from bot.model import (
 )
 from bot.rules.commands import fill
 from bot.rules.contexts import cluster_context, node_context, pool_context
-from bot.rules.loading import CompiledRule, RuleSet
+from bot.rules.loading import EVIDENCE_ONLY, SYMPTOM, CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
@@ -316,6 +316,9 @@ _T: dict[Lang, dict[str, str]] = {
         "cluster_scope": "{n} pod(s) in {ns} namespace(s)",
         "halted": "pool-wide failure in {pool}: node-by-node remediation withdrawn",
         "expected": "expected: {note}",
+        "also_firing": "also firing: {alert}{text}",
+        "also_read_as": "; read as {symptom}",
+        "also_more": "also firing: {n} more alert(s) no rule reads",
     },
     Lang.ZH: {
         "unknown_node": "未知：快照中没有该节点，只有告警提到它",
@@ -348,6 +351,9 @@ _T: dict[Lang, dict[str, str]] = {
         "cluster_scope": "{ns} 个命名空间中的 {n} 个 Pod",
         "halted": "节点池 {pool} 整体故障：撤回逐节点处置建议",
         "expected": "预期内：{note}",
+        "also_firing": "同时告警：{alert}{text}",
+        "also_read_as": "；识别为 {symptom}",
+        "also_more": "同时告警：另有 {n} 条规则不读的告警",
     },
 }
 
@@ -495,6 +501,50 @@ def _cluster_questions(cluster: ClusterFacts, lang: Lang) -> Questions:
     )
 
 
+ALSO_FIRING_MAX = 5
+"""Alerts no rule reads, shown by name on a node's diagnosis; more are counted."""
+_ALSO_FIRING_TEXT = 160
+
+
+def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
+    """A line `also firing: <alertname> (<summary>)` for each alert on the node that no rule
+    reads (`gpubot.evidence_only`: the alert mapping knows nothing of it, its symptom has no
+    gpubot alert yet, or it is an Xid alert without its code).
+
+    Why here, once, and not in each rule: such an alert never opens an incident or proposes
+    anything by itself (gpubot cannot judge it), yet the on-call should see that it fires on
+    the node whose diagnosis they read. Every rule would have to repeat the same line; here it
+    follows every node diagnosis, whatever rule made it, including rules written later."""
+    t = _T[lang]
+    lines: list[str] = []
+    shown: set[tuple[str, str | None, str]] = set()
+    hidden = 0
+    for alert in alerts:
+        if alert.annotations.get(EVIDENCE_ONLY) != "true":
+            continue
+        name = alert.labels.get("alertname") or alert.name
+        said = alert.annotations.get("summary") or alert.annotations.get("description") or ""
+        said = " ".join(said.split())
+        if len(said) > _ALSO_FIRING_TEXT:
+            said = said[: _ALSO_FIRING_TEXT - 1] + "…"
+        key = (name, alert.gpu, said)
+        if key in shown:
+            continue
+        shown.add(key)
+        if len(lines) >= ALSO_FIRING_MAX:
+            hidden += 1
+            continue
+        text = f" ({said})" if said else ""
+        symptom = alert.annotations.get(SYMPTOM, "unknown")
+        if symptom != "unknown":
+            text += t["also_read_as"].format(symptom=symptom)
+        gpu = f" GPU {alert.gpu}" if alert.gpu else ""
+        lines.append(t["also_firing"].format(alert=f"{name}{gpu}", text=text))
+    if hidden:
+        lines.append(t["also_more"].format(n=hidden))
+    return lines
+
+
 def _diagnosis(
     found: RuleMatch,
     node: NodeFacts | None,
@@ -533,6 +583,8 @@ def _diagnosis(
         ]
     namespace = settings.operator_namespaces[0] if settings.operator_namespaces else "default"
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
+    if node is not None:
+        evidence += _also_firing(alerts_by_node.get(node.name, []), lang)
     return Diagnosis(
         rule=spec.id,
         node=node.name if node else None,

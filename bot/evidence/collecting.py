@@ -21,7 +21,9 @@ from bot.kube.objects import (
     Obj,
     labels_of,
     name_of,
+    namespace_of,
     quantity,
+    spec_of,
     status_of,
 )
 from bot.model import (
@@ -33,7 +35,15 @@ from bot.model import (
 
 
 def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[Signal]:
-    """Alerts that name a node by an address (`instance` = IP) get the node's name."""
+    """Alerts that name a node by an address (`instance` = IP) get the node's name.
+
+    Alerts the alert mapping read as GPU alerts whose labels named no node, or only an
+    address, carry the pods that tell it (`gpubot.pods`: the exporter pod that was scraped,
+    the workload pod using the GPU); for those an address may also be a pod's IP (under the
+    Prometheus Operator `instance` is the scraped pod's IP:port), and failing that the named
+    pod's node is theirs. A GPU exporter runs on the node of the GPUs it reads, so its pod's
+    node is the alert's; an alert the mapping does not know gets only the nodes' own
+    addresses, since its target may run on any node."""
     names = {name_of(node) for node in snapshot.nodes}
     by_address = {
         str(address.get("address")): name_of(node)
@@ -41,10 +51,40 @@ def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[
         for address in status_of(node).get("addresses") or []
         if isinstance(address, Mapping)
     }
+    by_pod: dict[str, str] = {}
+    by_pod_ip: dict[str, str] = {}
+
+    def index_pods() -> None:
+        # ("namespace/name" → node, pod IP → node) of the pods bound to a node; an IP held by
+        # a running pod and by finished ones (IPs are reused) is the running pod's.
+        for pod in snapshot.pods:
+            bound = spec_of(pod).get("nodeName")
+            if not isinstance(bound, str) or not bound:
+                continue
+            by_pod[f"{namespace_of(pod)}/{name_of(pod)}"] = bound
+            status = status_of(pod)
+            running = status.get("phase") in ("Running", "Pending")
+            ips = [status.get("podIP")]
+            ips += [a.get("ip") for a in status.get("podIPs") or [] if isinstance(a, Mapping)]
+            for ip in ips:
+                if isinstance(ip, str) and ip and (running or ip not in by_pod_ip):
+                    by_pod_ip[ip] = bound
+
     resolved = []
     for signal in signals:
-        if signal.node and signal.node not in names and signal.node in by_address:
-            signal = signal.model_copy(update={"node": by_address[signal.node]})
+        if signal.node in names:
+            resolved.append(signal)
+            continue
+        node = by_address.get(signal.node) if signal.node else None
+        # `gpubot.pods`: bot.rules.loading.POD_REFS, written by the alert mapping.
+        refs = signal.annotations.get("gpubot.pods", "").split()
+        if node is None and refs:
+            if not by_pod:
+                index_pods()
+            node = by_pod_ip.get(signal.node) if signal.node else None
+            node = node or next((by_pod[ref] for ref in refs if ref in by_pod), None)
+        if node is not None:
+            signal = signal.model_copy(update={"node": node})
         resolved.append(signal)
     return resolved
 

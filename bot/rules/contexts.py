@@ -11,6 +11,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.model import ClusterFacts, Lang, NodeFacts, PoolFacts, Signal, Stage
+from bot.rules.loading import UNDERSTOOD
 from bot.rules.schema import XidCatalog
 from bot.rules.xids import describe_xids
 
@@ -20,8 +21,13 @@ def settings_context(settings: Settings) -> dict[str, Any]:
 
 
 def alert_context(signal: Signal) -> dict[str, Any]:
+    """One alert as a rule sees it: `name` is the gpubot alert name the alert mapping read it
+    as, `alertname` the one its own rule gave it, `understood` how gpubot read it ("" for
+    gpubot's own alerts, read as they are)."""
     return {
         "name": signal.name,
+        "alertname": signal.labels.get("alertname") or signal.name,
+        "understood": signal.annotations.get(UNDERSTOOD, ""),
         "status": signal.status,
         "gpu": signal.gpu or "",
         "labels": signal.labels,

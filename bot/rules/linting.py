@@ -1,14 +1,21 @@
 """`gpubot rules lint` beyond the schema: every CEL expression of every rule is evaluated
 against reference facts in which every field exists, so a misspelt field (`node.gpu.alocatable`)
-is caught at lint time instead of at 3 a.m. on the first node that reaches it."""
+is caught at lint time instead of at 3 a.m. on the first node that reaches it.
+
+The alert mapping beside the rules (`alerts.yaml`) is checked against them: its schema and
+regular expressions, every symptom's `as_alert` an alert name some rule reads (or null),
+every rule it names defined, every entry's source given, no alert name listed twice."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bot.config import Settings
-from bot.errors import RuleError
+from bot.errors import InputError, RuleError
+from bot.evidence.nodes import GPU_FAULT_ALERTS
 from bot.model import (
     Blocker,
     ClusterFacts,
@@ -26,8 +33,9 @@ from bot.model import (
 )
 from bot.rules.cel import Activation, EvaluationError, Expression
 from bot.rules.contexts import cluster_context, node_context, pool_context
-from bot.rules.loading import CompiledRule, RuleSet
+from bot.rules.loading import CompiledRule, RuleSet, read_alert_mapping
 from bot.rules.matching import to_blockers, with_variables
+from bot.yamlfiles import load_located
 
 
 def _reference_node() -> NodeFacts:
@@ -186,4 +194,80 @@ def lint_rules(ruleset: RuleSet, settings: Settings) -> list[RuleError]:
                     to_blockers(value)
             except EvaluationError as exc:
                 problems.append(RuleError(rule.where, f"{name}: {exc}", rule.id))
+    mappings = [settings.alerts_file] if settings.alerts_file else ruleset.alert_mappings
+    for mapping in mappings:
+        problems += lint_alert_mapping(mapping, ruleset)
+    return problems
+
+
+EVIDENCE_READS = frozenset({"GPUXidError", *GPU_FAULT_ALERTS})
+"""Alert names the facts read besides the rules: Xids (`bot.evidence.nodes.xids_of`) and the
+GPU faults the health gate names."""
+_NAME_IS = re.compile(r'\.name\s*(?:==|!=)\s*"([^"]+)"|"([^"]+)"\s*(?:==|!=)\s*\w+\.name\b')
+_NAME_IN = re.compile(r"\.name\s+in\s*\[([^\]]*)\]")
+_QUOTED = re.compile(r'"([^"]+)"')
+
+
+def alert_names_read(ruleset: RuleSet) -> set[str]:
+    """Every alert name some rule compares `a.name` with, and those the facts read."""
+    names = set(EVIDENCE_READS)
+    for rule in ruleset.rules:
+        spec = rule.spec
+        sources = [spec.when, *spec.variables.values(), *spec.evidence]
+        sources += [o.when for o in spec.severity_overrides]
+        sources += [p.when for p in spec.proposals if p.when]
+        sources += [spec.blockers] if spec.blockers else []
+        for source in sources:
+            for match in _NAME_IS.finditer(source):
+                names.add(match.group(1) or match.group(2))
+            for listed in _NAME_IN.finditer(source):
+                names.update(_QUOTED.findall(listed.group(1)))
+    return names
+
+
+def lint_alert_mapping(path: Path, ruleset: RuleSet) -> list[RuleError]:
+    """The alert mapping's problems, `file:line: what`, checked against `ruleset`."""
+    mapping, problems = read_alert_mapping(path)
+    if mapping is None:
+        return problems
+    try:
+        located = load_located(path)
+    except InputError as exc:  # read a moment ago: changed or gone since
+        return [RuleError(exc.where, exc.message)]
+    known = alert_names_read(ruleset)
+    rule_ids = {rule.id for rule in ruleset.rules}
+    for name, symptom in mapping.symptoms.items():
+        if symptom.as_alert is not None and symptom.as_alert not in known:
+            problems.append(
+                RuleError(
+                    located.where(("symptoms", name, "as_alert")),
+                    f"symptoms.{name}.as_alert: no rule reads an alert named "
+                    f"{symptom.as_alert!r} (use null to make it evidence only); "
+                    f"known: {', '.join(sorted(known))}",
+                )
+            )
+        for index, rule_id in enumerate(symptom.rules):
+            if rule_id not in rule_ids:
+                problems.append(
+                    RuleError(
+                        located.where(("symptoms", name, "rules", index)),
+                        f"symptoms.{name}.rules: no rule {rule_id!r}",
+                    )
+                )
+    first: dict[str, str] = {}
+    for index, entry in enumerate(mapping.alerts):
+        where = located.where(("alerts", index))
+        if not entry.source.strip():
+            problems.append(RuleError(where, f"alerts[{index}].source: say where it comes from"))
+        for name in entry.names:
+            if name in first:
+                problems.append(
+                    RuleError(
+                        where,
+                        f"alerts[{index}]: {name} is listed first at {first[name]}, "
+                        "which wins: this entry never reads it",
+                    )
+                )
+            else:
+                first[name] = where
     return problems

@@ -3,6 +3,12 @@
 The payload schema follows prometheus/alertmanager `notify/webhook/webhook.go`. Unknown extra
 fields are kept (Alertmanager adds fields over time); missing required ones are an
 InputError naming the field, so the receiver can answer 400 and Alertmanager will not retry.
+
+Each alert becomes a signal as the alert mapping reads it (`understanding`): under the gpubot
+alert name the rules read, with `xid` set when a code was found, its node and GPU from the
+mapping's labels, its original `alertname` kept and how it was read in `gpubot.*`
+annotations. That runs when a stored delivery is split (`signals_from_body`), never in the
+webhook's handler, which only validates (`parse_webhook`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bot.errors import InputError
 from bot.model import Signal
+from bot.rules.loading import AlertMapping
+from bot.sources.alertmanager.understanding import (
+    shipped_alert_mapping,
+    strip_port,
+    understand,
+)
 from bot.yamlfiles import load_located
 
 
@@ -49,20 +61,13 @@ class WebhookPayload(BaseModel):
 
 
 def node_from_labels(labels: dict[str, str], node_labels: Iterable[str]) -> str | None:
+    """The first of `node_labels` that is set (`instance` without its port): the webhook's
+    quick look, before any mapping is applied."""
     for key in node_labels:
         value = labels.get(key)
         if value:
-            return _strip_port(value) if key == "instance" else value
+            return strip_port(value) if key == "instance" else value
     return None
-
-
-def _strip_port(instance: str) -> str:
-    if instance.startswith("["):  # [::1]:9400
-        return instance[1:].split("]", 1)[0]
-    host, sep, port = instance.rpartition(":")
-    if sep and port.isdigit() and ":" not in host:
-        return host
-    return instance
 
 
 def _fingerprint(alert: WebhookAlert) -> str:
@@ -111,42 +116,91 @@ def parse_webhook(body: bytes) -> WebhookPayload:
     return validate_payload(raw)
 
 
-def signals_from_body(body: bytes, node_labels: Iterable[str]) -> list[Signal]:
+def signals_from_body(
+    body: bytes, node_labels: Iterable[str], mapping: AlertMapping | None = None
+) -> list[Signal]:
     """A stored delivery's signals (`parse_webhook` accepted it when it arrived)."""
-    return signals_from_payload(parse_webhook(body), node_labels)
+    return signals_from_payload(parse_webhook(body), node_labels, mapping)
 
 
-def signals_from_payload(payload: WebhookPayload, node_labels: Iterable[str]) -> list[Signal]:
+def signals_from_payload(
+    payload: WebhookPayload, node_labels: Iterable[str], mapping: AlertMapping | None = None
+) -> list[Signal]:
+    """One signal per alert, as `mapping` reads it (default: the shipped mapping).
+    `node_labels` (the site's, `Settings.node_labels`) are tried after the mapping's own."""
     node_labels = list(node_labels)
+    reading = mapping if mapping is not None else shipped_alert_mapping()
     signals = []
     for alert in payload.alerts:
+        if reading is None:  # no mapping could be loaded: the alert as it comes
+            signals.append(_signal(payload, alert, node_from_labels(alert.labels, node_labels)))
+            continue
+        understood = understand(alert, reading, node_labels)
+        labels = dict(alert.labels)
+        if understood.xid is not None:
+            labels["xid"] = str(understood.xid)
+        # gpubot.* annotations are gpubot's word: an alert cannot bring its own.
+        annotations = {k: v for k, v in alert.annotations.items() if not k.startswith("gpubot.")}
+        annotations.update(understood.annotations())
         signals.append(
-            Signal(
-                source="alertmanager",
-                name=alert.labels.get("alertname", ""),
-                status=alert.status,
-                node=node_from_labels(alert.labels, node_labels),
-                gpu=alert.labels.get("gpu"),
-                labels=alert.labels,
-                annotations=alert.annotations,
-                starts_at=alert.startsAt,
-                ends_at=_ends_at(alert),
-                fingerprint=_fingerprint(alert),
-                group_key=payload.groupKey or None,
-                truncated_alerts=payload.truncatedAlerts,
+            _signal(
+                payload,
+                alert,
+                understood.node,
+                name=understood.name,
+                gpu=understood.gpu,
+                labels=labels,
+                annotations=annotations,
             )
         )
     return signals
 
 
-def load_alerts_file(path: Path, node_labels: Iterable[str]) -> list[Signal]:
+def _signal(
+    payload: WebhookPayload,
+    alert: WebhookAlert,
+    node: str | None,
+    *,
+    name: str | None = None,
+    gpu: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Signal:
+    return Signal(
+        source="alertmanager",
+        name=name if name is not None else alert.labels.get("alertname", ""),
+        status=alert.status,
+        node=node,
+        gpu=gpu if name is not None else alert.labels.get("gpu"),
+        labels=labels if labels is not None else alert.labels,
+        annotations=annotations if annotations is not None else alert.annotations,
+        starts_at=alert.startsAt,
+        ends_at=_ends_at(alert),
+        fingerprint=_fingerprint(alert),
+        group_key=payload.groupKey or None,
+        truncated_alerts=payload.truncatedAlerts,
+    )
+
+
+def read_payloads(path: Path) -> list[WebhookPayload]:
     """A file holding one webhook payload, or a list of them (JSON or YAML)."""
     raw = load_located(path).data
-    payloads = raw if isinstance(raw, list) else [raw]
-    signals: list[Signal] = []
-    for index, item in enumerate(payloads):
+    items = raw if isinstance(raw, list) else [raw]
+    payloads = []
+    for index, item in enumerate(items):
         where = f"{path}[{index}]" if isinstance(raw, list) else str(path)
         if not isinstance(item, dict):
             raise InputError(where, "expected an Alertmanager webhook payload (a mapping)")
-        signals.extend(signals_from_payload(validate_payload(item, where), node_labels))
+        payloads.append(validate_payload(item, where))
+    return payloads
+
+
+def load_alerts_file(
+    path: Path, node_labels: Iterable[str], mapping: AlertMapping | None = None
+) -> list[Signal]:
+    """The signals of a file holding one webhook payload, or a list of them (JSON or YAML)."""
+    node_labels = list(node_labels)
+    signals: list[Signal] = []
+    for payload in read_payloads(path):
+        signals.extend(signals_from_payload(payload, node_labels, mapping))
     return signals
