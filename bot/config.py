@@ -25,13 +25,18 @@ ALERTS_FILE = "alerts.yaml"
 """The alert mapping's file name in a rules directory (`bot.rules.loading` skips it)."""
 
 
-def bundled_rules_dir() -> Path:
-    """`rules/` beside the package in a checkout; the copy packed into the wheel otherwise."""
+def bundled_dir(name: str) -> Path:
+    """`rules/` or `drills/` beside the package in a checkout; the copy packed into the wheel
+    (`bot/_rules`, `bot/_drills`) otherwise."""
     package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "rules", package / "_rules"):
+    for candidate in (package.parent / name, package / f"_{name}"):
         if candidate.is_dir():
             return candidate
-    return package.parent / "rules"
+    return package.parent / name
+
+
+def bundled_rules_dir() -> Path:
+    return bundled_dir("rules")
 
 
 class Thresholds(BaseModel):
@@ -215,6 +220,9 @@ class ScheduleSettings(BaseModel):
     expiry_s: float = Field(default=30.0, gt=0)
     sweep_s: float = Field(default=300.0, gt=0)
     drain_watchdog_s: float = Field(default=60.0, gt=0)
+    follow_up_s: float = Field(default=5.0, gt=0)
+    """How often the leader looks at what time alone changes: held proposals, problems gone
+    long enough to resolve, refusals whose reason cleared, repaired nodes to put back."""
     misfire_grace_s: int = Field(default=60, gt=0)
     digest_at: str | None = "09:00"
     """Wall-clock time ("HH:MM") of the daily digest in `digest_tz`; null turns it off."""
