@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 from bot.model import ClusterFacts, NodeFacts, PoolFacts
@@ -70,6 +71,9 @@ class ExternalEvidence:
 
     new_gpu_errors: list[str] | None = None
     """Xid / ECC / NVLink errors in the observation window (Prometheus)."""
+    errors_clear_by: datetime | None = None
+    """With errors: when they will have left the window if no new one comes (the gate waits
+    on time, and says until when)."""
     dcgm_diag_passed: bool | None = None
     nccl_tests_passed: bool | None = None
     smoke_test: SmokeResult | None = None
@@ -195,7 +199,13 @@ def _external(evidence: ExternalEvidence) -> list[GateItem]:
             GateItem("no-new-gpu-errors", "unknown", "no Prometheus evidence for the window")
         )
     elif evidence.new_gpu_errors:
-        items.append(GateItem("no-new-gpu-errors", "fail", "; ".join(evidence.new_gpu_errors)))
+        reason = "; ".join(evidence.new_gpu_errors)
+        if evidence.errors_clear_by is not None:
+            reason += (
+                f" (out of the window by {evidence.errors_clear_by.astimezone(UTC):%H:%M:%S} UTC"
+                " if no new error comes)"
+            )
+        items.append(GateItem("no-new-gpu-errors", "fail", reason))
     else:
         items.append(
             GateItem("no-new-gpu-errors", "pass", "no Xid, ECC or NVLink errors in the window")

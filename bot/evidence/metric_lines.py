@@ -101,55 +101,47 @@ _NVLINK_NAMES = {
 _GROUP_NAMES = {"ecc": "ECC", "nvlink": "NVLink", "remapped_rows": "remapped rows"}
 
 
-def lines(evidence: GpuEvidence, lang: Lang, *, hot_c: float = 85.0) -> list[str]:
-    """Short lines for a diagnosis' evidence list, in `lang`: what is wrong first, then one
-    summary line. Temperatures are mentioned per GPU only from `hot_c` up."""
+ERRORS = frozenset({"stopped", "xid", "ecc-dbe", "remap_failure", "nvlink"})
+"""Finding kinds that are GPU errors (the health gate's "no new errors"); the rest (SBE ECC,
+rows remapped long ago, heat) are worth reading but do not keep a node out."""
 
-    def say(key: str, **values: object) -> str:
-        return _TEXT[key][lang].format(**values)
 
-    if not evidence.available:
-        return [say("unavailable", reason=evidence.unavailable_reason)]
+def _say(lang: Lang, key: str, **values: object) -> str:
+    return _TEXT[key][lang].format(**values)
+
+
+def _findings(evidence: GpuEvidence, lang: Lang, hot_c: float) -> list[tuple[str, str]]:
+    """(kind, line) for what each GPU shows wrong over the window."""
     span = _span(evidence.window_s, lang)
-    out: list[str] = []
-    if evidence.exporter_target_found and not evidence.exporter_up:
-        out.append(say("exporter_down", node=evidence.node))
-    elif not evidence.exporter_up:
-        out.append(say("no_series", node=evidence.node, label=evidence.node_label, span=span))
-    elif not evidence.gpus:
-        out.append(say("wrong_label", node=evidence.node, label=evidence.node_label))
-    findings = 0
+    out: list[tuple[str, str]] = []
     for g in evidence.gpus:
         if not g.reporting and evidence.exporter_up and g.last_seen is not None:
-            out.append(say("stopped", gpu=g.gpu, at=_clock(g.last_seen)))
-            findings += 1
+            out.append(("stopped", _say(lang, "stopped", gpu=g.gpu, at=_clock(g.last_seen))))
         for x in g.xids:
             if x.first_seen is None:
-                text = say("xid", gpu=g.gpu, code=x.code)
+                text = _say(lang, "xid", gpu=g.gpu, code=x.code)
             elif x.already_set:
-                text = say("xid_before", gpu=g.gpu, code=x.code, at=_clock(x.first_seen))
+                text = _say(lang, "xid_before", gpu=g.gpu, code=x.code, at=_clock(x.first_seen))
             else:
-                text = say("xid_at", gpu=g.gpu, code=x.code, at=_clock(x.first_seen))
+                text = _say(lang, "xid_at", gpu=g.gpu, code=x.code, at=_clock(x.first_seen))
             if x.count:
-                text += say("xid_count", count=x.count)
-            out.append(text)
-            findings += 1
+                text += _say(lang, "xid_count", count=x.count)
+            out.append(("xid", text))
         for kind, increase, total in (
             ("DBE", g.ecc_dbe_increase, g.ecc_dbe_total),
             ("SBE", g.ecc_sbe_increase, g.ecc_sbe_total),
         ):
             if increase:
                 shown = total if total is not None else "?"
-                out.append(
-                    say("ecc", gpu=g.gpu, kind=kind, increase=increase, span=span, total=shown)
+                line = _say(
+                    lang, "ecc", gpu=g.gpu, kind=kind, increase=increase, span=span, total=shown
                 )
-                findings += 1
+                out.append((f"ecc-{kind.lower()}", line))
         if g.row_remap_failure:
-            out.append(say("remap_failure", gpu=g.gpu))
-            findings += 1
+            out.append(("remap_failure", _say(lang, "remap_failure", gpu=g.gpu)))
         if g.remapped_rows_uncorrectable:
-            out.append(say("remapped", gpu=g.gpu, rows=g.remapped_rows_uncorrectable))
-            findings += 1
+            rows = g.remapped_rows_uncorrectable
+            out.append(("remapped", _say(lang, "remapped", gpu=g.gpu, rows=rows)))
         if g.nvlink_errors_increase:
             parts = [
                 f"{_NVLINK_NAMES[kind]} +{value}"
@@ -162,19 +154,47 @@ def lines(evidence: GpuEvidence, lang: Lang, *, hot_c: float = 85.0) -> list[str
                 if value
             ]
             separator = "，" if lang == Lang.ZH else ", "
-            out.append(
-                say(
-                    "nvlink",
-                    gpu=g.gpu,
-                    total=g.nvlink_errors_increase,
-                    span=span,
-                    parts=separator.join(parts),
-                )
+            line = _say(
+                lang,
+                "nvlink",
+                gpu=g.gpu,
+                total=g.nvlink_errors_increase,
+                span=span,
+                parts=separator.join(parts),
             )
-            findings += 1
+            out.append(("nvlink", line))
         if g.temperature_max_c is not None and g.temperature_max_c >= hot_c:
-            out.append(say("hot", gpu=g.gpu, temp=f"{g.temperature_max_c:g} °C"))
-            findings += 1
+            out.append(("hot", _say(lang, "hot", gpu=g.gpu, temp=f"{g.temperature_max_c:g} °C")))
+    return out
+
+
+def error_lines(evidence: GpuEvidence, lang: Lang) -> list[str] | None:
+    """The GPU errors the window holds, one line each; None when Prometheus could not say
+    (unavailable, or no series of the node: no evidence is not a clean window)."""
+    if not evidence.available or not evidence.exporter_up or not evidence.gpus:
+        return None
+    return [line for kind, line in _findings(evidence, lang, float("inf")) if kind in ERRORS]
+
+
+def lines(evidence: GpuEvidence, lang: Lang, *, hot_c: float = 85.0) -> list[str]:
+    """Short lines for a diagnosis' evidence list, in `lang`: what is wrong first, then one
+    summary line. Temperatures are mentioned per GPU only from `hot_c` up."""
+
+    def say(key: str, **values: object) -> str:
+        return _say(lang, key, **values)
+
+    if not evidence.available:
+        return [say("unavailable", reason=evidence.unavailable_reason)]
+    span = _span(evidence.window_s, lang)
+    out: list[str] = []
+    if evidence.exporter_target_found and not evidence.exporter_up:
+        out.append(say("exporter_down", node=evidence.node))
+    elif not evidence.exporter_up:
+        out.append(say("no_series", node=evidence.node, label=evidence.node_label, span=span))
+    elif not evidence.gpus:
+        out.append(say("wrong_label", node=evidence.node, label=evidence.node_label))
+    findings = _findings(evidence, lang, hot_c)
+    out += [line for _kind, line in findings]
     reporting = [g for g in evidence.gpus if g.reporting]
     if reporting:
         temps = [g.temperature_max_c for g in reporting if g.temperature_max_c is not None]

@@ -16,6 +16,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
@@ -27,7 +28,7 @@ from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import InputError
 from bot.evidence.gate import ExternalEvidence
-from bot.evidence.metric_lines import lines
+from bot.evidence.metric_lines import error_lines, lines
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
@@ -128,10 +129,11 @@ def _evidence(settings: Settings) -> tuple[EvidenceLines | None, Callable[[str],
 
     def external(node: str) -> ExternalEvidence:
         found = gather(node)
-        if not found.available:
+        errors = error_lines(found, settings.lang)
+        if errors is None:
             return ExternalEvidence()
-        errors = [line for line in lines(found, settings.lang) if "Xid" in line or "ECC" in line]
-        return ExternalEvidence(new_gpu_errors=errors)
+        clear_by = found.at + timedelta(seconds=found.window_s) if errors else None
+        return ExternalEvidence(new_gpu_errors=errors, errors_clear_by=clear_by)
 
     return evidence_lines, external
 
