@@ -134,6 +134,9 @@ class LeaderDuties:
                 self._reoffer(incident)
             elif incident.state is IncidentState.SUCCEEDED and incident.absent_since is not None:
                 self._back_to_service(incident)
+        if self.passes.due_at is not None and self.passes.due_at <= now:
+            self.passes.due_at = None
+            due.add(None)
         if due:
             nodes = frozenset(n for n in due if n)
             self.passes.run([], nodes=None if None in due else nodes)
@@ -149,6 +152,7 @@ class LeaderDuties:
             self.chat.ask_again(self.store.incident(incident.id), old, new, why)
 
     def _back_to_service(self, incident: Incident) -> None:
+        incident_id = incident.id
         diagnosis = self.store.diagnosis(incident.id)
         if diagnosis is None:
             return
@@ -160,15 +164,17 @@ class LeaderDuties:
         if offered is None:
             return
         requests, gate = offered
+        incident = self.store.incident(incident_id)
         if gate.passed:
             note = f"repaired: the health gate passes for {gate.node}; put it back into service?"
-        else:
-            blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
-            note = (
-                f"repaired, but the health gate still fails for {gate.node}: {blocking}. "
-                "Uncordon anyway needs its own approvers"
-            )
-        self.chat.revise_diagnosis(self.store.incident(incident.id), diagnosis, requests, note)
+            self.chat.revise_diagnosis(incident, diagnosis, requests, note)
+            return
+        blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
+        self.chat.post_thread(
+            incident,
+            f"repaired, but the health gate still fails for {gate.node}: {blocking}. "
+            "The uncordon is offered once it passes",
+        )
 
     def expire_requests(self) -> list[Incident]:
         """Incidents waiting on requests that have all expired: say so, and stop waiting."""

@@ -26,6 +26,7 @@ from bot.evidence.live import read_scoped, read_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.objects import Obj, meta, name_of
 from bot.model import (
+    Action,
     ActionRequest,
     ClusterFacts,
     Diagnosis,
@@ -127,6 +128,10 @@ class DiagnosisPass:
         self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._matches = NodeMatches()
+        self.due_at: datetime | None = None
+        """When a pass about the whole cluster will see something no signal announces: a
+        GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records
+        its failure again only every 5 minutes). The leader's follow-up runs it then."""
 
     def run(self, batch: Sequence[Signal], nodes: frozenset[str] | None = None) -> list[Incident]:
         """Diagnose the cluster with every alert still firing; open, update or resolve
@@ -165,6 +170,8 @@ class DiagnosisPass:
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
         facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
         self._remember_facts(snapshot.nodes, facts.nodes, scope)
+        if scope is None:
+            self.due_at = self._next_due(facts, now)
         # Other nodes' facts are as last found (or lack their pods): they count toward the
         # pool rules, and their own diagnoses wait for a pass about them.
         diagnoses = diagnose(
@@ -418,7 +425,7 @@ class DiagnosisPass:
                 continue
             node = nodes.get(incident.node or "")
             absent = self.store.mark_absent(incident.id, now)
-            if incident.state is IncidentState.SUCCEEDED and node and node.unschedulable:
+            if node is not None and node.unschedulable and self._took_out(incident.id):
                 continue  # repaired, still out: the leader's follow-up offers it back
             since = absent.absent_since or now
             if now - since < after:
@@ -431,6 +438,22 @@ class DiagnosisPass:
                 )
             except StateChanged:
                 continue  # its approval started acting meanwhile: the action's end decides
+
+    def _next_due(self, facts: ClusterFacts, now: datetime) -> datetime | None:
+        after = self.settings.thresholds.pending_after_s
+        waits = [after - p.pending_s for p in facts.pending_pods if p.pending_s <= after]
+        return now + timedelta(seconds=min(waits) + 1) if waits else None
+
+    def _took_out(self, incident_id: str) -> bool:
+        """Did gpubot take the incident's node out of service (a cordon or drain that acted)
+        and not yet put it back? Such an incident ends with the gate and an uncordon."""
+        out = False
+        for request in sorted(self.store.requests(incident_id), key=lambda r: r.created_at):
+            execution = self.store.execution(request.id)
+            if execution is None or execution.outcome != "succeeded":
+                continue
+            out = request.action is not Action.UNCORDON
+        return out
 
     def resolve(self, incident_id: str, why: str, *, summary: bool = True) -> Incident:
         """Over: its requests not yet decided are withdrawn with it (their buttons replaced

@@ -74,6 +74,12 @@ def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
     return "; ".join(changed) or "the node's facts"
 
 
+def _failing(result: GateResult) -> list[str]:
+    # Names, not reasons: a reason's counts and times move every few seconds, and the thread
+    # hears a failing gate again only when what fails changes.
+    return [i.name for i in result.failing]
+
+
 class Executor:
     def __init__(
         self,
@@ -476,9 +482,12 @@ class Executor:
         self, incident_id: str, diagnosis: Diagnosis
     ) -> tuple[list[ActionRequest], GateResult] | None:
         """After a repair (the problem gone, the node still out because gpubot took it out):
-        the health gate, and an uncordon when it passes (else "uncordon anyway" with the
-        failing items as its risk, as `propose` makes). None while a request of the incident
-        is still undecided, or the node is back already."""
+        the health gate. When it passes, an uncordon is proposed (returned with the gate);
+        when it fails, the failing items are returned with no request, once per change of
+        what fails (the follow-up asks every few seconds, the thread hears it once), and it
+        is asked again until it passes: a time window ends, a pod comes back. None while a
+        request of the incident is still undecided, the node is back already, or nothing
+        changed since the last answer."""
         for request in self.store.requests(incident_id):
             if self.store.execution(request.id) is None and self.clock() < request.expires_at:
                 return None
@@ -490,6 +499,12 @@ class Executor:
         if node is None or not node.known or not node.unschedulable:
             return None
         result = self.gate(node, facts)
+        if not result.passed:
+            if self._gate_said(incident_id) == _failing(result):
+                return None
+            self._record_gate(incident_id, result)
+            return [], result
+        self._record_gate(incident_id, result)
         back = diagnosis.model_copy(
             update={
                 "proposals": [
@@ -497,8 +512,23 @@ class Executor:
                 ]
             }
         )
-        self._move(incident_id, IncidentState.AWAITING_APPROVAL, GPUBOT, "repaired: gate")
+        self._move(incident_id, IncidentState.AWAITING_APPROVAL, GPUBOT, "repaired: gate passed")
         return self.propose(incident_id, back, facts), result
+
+    def _gate_said(self, incident_id: str) -> list[str] | None:
+        """The failing items of the incident's last gate entry (None: no gate yet)."""
+        entries = self.store.timeline(incident_id)
+        last = next((e for e in reversed(entries) if e.kind == "gate"), None)
+        if last is None:
+            return None
+        items = last.data.get("items")
+        if not isinstance(items, list):
+            return None
+        return [
+            str(i.get("name"))
+            for i in items
+            if isinstance(i, dict) and i.get("outcome") != "pass" and i.get("required", True)
+        ]
 
     def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
         taking_out = request.action in (Action.CORDON, Action.DRAIN)
