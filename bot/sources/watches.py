@@ -69,9 +69,18 @@ def _ready(node: Obj | None) -> str:
     return "Unknown" if node else ""
 
 
-def _gpus(node: Obj | None, resource: str) -> int | None:
-    value = (((node or {}).get("status") or {}).get("allocatable") or {}).get(resource)
-    return None if value is None else int(str(value) or 0)
+MIG_PREFIX = "nvidia.com/mig-"
+
+
+def _gpus(node: Obj | None, resource: str) -> dict[str, int]:
+    """The node's allocatable GPUs: whole ones (`resource`) and MIG instances (each
+    nvidia.com/mig-* profile), which is all a MIG node offers."""
+    allocatable = ((node or {}).get("status") or {}).get("allocatable") or {}
+    return {
+        key: int(str(value) or 0)
+        for key, value in allocatable.items()
+        if key == resource or str(key).startswith(MIG_PREFIX)
+    }
 
 
 def node_signals(
@@ -91,15 +100,21 @@ def node_signals(
     if old is None:
         return signals
     was, now_gpus = _gpus(old, gpu_resource), _gpus(new, gpu_resource)
-    if was != now_gpus:
+    changed = sorted(k for k in {*was, *now_gpus} if was.get(k) != now_gpus.get(k))
+    if changed:
+        fewer = any(now_gpus.get(k, 0) < was.get(k, 0) for k in changed)
         signals.append(
             _signal(
                 "GPUAllocatableChanged",
                 name,
                 new,
                 now,
-                {"from": str(was), "to": str(now_gpus)},
-                "firing" if (now_gpus or 0) < (was or 0) else "resolved",
+                {
+                    "resource": ",".join(changed),
+                    "from": ",".join(str(was.get(k)) for k in changed),
+                    "to": ",".join(str(now_gpus.get(k)) for k in changed),
+                },
+                "firing" if fewer else "resolved",
             )
         )
     boot_before = (status_of(old).get("nodeInfo") or {}).get("bootID")

@@ -244,3 +244,25 @@ def test_a_handler_that_fails_once_does_not_end_the_watch(sim_cluster: Sim) -> N
         assert "gpu-a2" in seen
     finally:
         informer.stop()
+
+
+def test_mig_resources_lost_and_restored_become_signals(sim_cluster: Sim) -> None:
+    """A MIG node's GPUs are nvidia.com/mig-* resources: a reboot that loses the layout and
+    mig-manager re-applying it change only those, and both must reach the pass (or the
+    incident the reboot opened never sees its node healthy again)."""
+    server, cluster = sim_cluster
+    faults.enable_mig(server.store, "gpu-a4")
+    watcher, seen = _collect(cluster)
+    try:
+        faults.inject(server.store, "reboot", "gpu-a4", datetime.now(UTC))
+        [lost] = _wait_for(seen, lambda s: s.name == "GPUAllocatableChanged" and s.node == "gpu-a4")
+        assert lost.status == "firing"
+        assert lost.labels["resource"] == "nvidia.com/mig-1g.10gb"
+        assert (lost.labels["from"], lost.labels["to"]) == ("56", "0")
+        seen.clear()
+        faults.repair(server.store, "reboot", "gpu-a4", datetime.now(UTC))
+        [back] = _wait_for(seen, lambda s: s.name == "GPUAllocatableChanged" and s.node == "gpu-a4")
+        assert back.status == "resolved"
+        assert (back.labels["from"], back.labels["to"]) == ("0", "56")
+    finally:
+        watcher.stop()

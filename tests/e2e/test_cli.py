@@ -183,7 +183,8 @@ def test_demo_runs_the_whole_loop_unattended_and_keeps_the_timeline(tmp_path: Pa
     done = gpubot("demo", "--pause", "0.5", "--approve-as", "alice", "--store-url", url)
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert "kube: GPUAllocatableChanged gpu-a2 from=8, to=7" in text  # seen by the watches
+    seen = "kube: GPUAllocatableChanged gpu-a2 resource=nvidia.com/gpu, from=8, to=7"
+    assert seen in text  # by the watches
     for title in ("GPU fell off the bus", "Device plugin crash-looping", "capacity is zero"):
         assert title in text
     assert "approved by alice (--approve-as)" in text
