@@ -15,6 +15,7 @@ from bot.config import Settings
 from bot.errors import RuleError
 from bot.model import (
     Action,
+    Blocker,
     ClusterFacts,
     Diagnosis,
     Lang,
@@ -506,6 +507,15 @@ ALSO_FIRING_MAX = 5
 _ALSO_FIRING_TEXT = 160
 
 
+def _would_block_a_drain(found: RuleMatch, node: NodeFacts | None) -> list[Blocker]:
+    """What a proposed drain would meet, read with the diagnosis: each budget that allows no
+    disruption (with its disruptionsAllowed), emptyDir data, pods nothing recreates. Said
+    before anyone approves, not found out when the drain stalls on 429s."""
+    if node is None or not any(action is Action.DRAIN for action, _ in found.actions):
+        return []
+    return [b for b in node.blockers if b.kind != "daemonset"]
+
+
 def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
     """A line `also firing: <alertname> (<summary>)` for each alert on the node that no rule
     reads (`gpubot.evidence_only`: the alert mapping knows nothing of it, its symptom has no
@@ -597,7 +607,7 @@ def _diagnosis(
         check_first=spec.check_first(lang),
         questions=questions,
         evidence=evidence,
-        blockers=found.blockers,
+        blockers=found.blockers or _would_block_a_drain(found, node),
         runbook=[
             RunbookStep(
                 text=step.text(lang),

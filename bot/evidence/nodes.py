@@ -362,7 +362,13 @@ def node_facts(
         components=components,
         pods=pods,
         remaining_pods=len(evictable),
-        blockers=drain_blockers(pod_pairs, index, now, settings) if unschedulable else [],
+        # Also before a cordon: a drain proposal names what would block it (a budget that
+        # allows no disruption) before anyone approves it, not after it stalls.
+        blockers=(
+            drain_blockers(pod_pairs, index, now, settings)
+            if marker is not None or unschedulable
+            else []
+        ),
         pods_after_cordon=after_cordon,
         xids=xids,
         gpu_errors=_gpu_errors(pods),
