@@ -53,8 +53,10 @@ class Thresholds(BaseModel):
     rejoin_window_s: int = 3600
     drain_stuck_after_s: int = 15 * 60
     crashloop_restarts: int = 5
-    crashloop_window_s: int = 3600
-    """Restarts count as still rising only if the last one ended this recently."""
+    crashloop_window_s: int = 600
+    """Restarts count as still rising only if the last one ended this recently. kubelet's
+    crash-loop back-off tops out at 5 minutes, so a container that has stayed up for twice
+    that is no longer looping: its incident can resolve."""
     pending_after_s: int = 5 * 60
     long_grace_s: int = 300
     flap_window_s: int = 6 * 3600
