@@ -127,7 +127,11 @@ class Scheduler:
         with self._lock:
             if self._scheduler is None:
                 return
-            # Not waiting: a job mid-sweep must not hold up losing the lease or stopping.
+            # Paused first: a scheduler shut down between two due jobs would otherwise hand the
+            # second to its closed thread pool and log a traceback ("cannot schedule new
+            # futures after shutdown"). Not waiting: a job mid-sweep must not hold up losing
+            # the lease or stopping.
+            self._scheduler.pause()
             self._scheduler.shutdown(wait=False)
             self._scheduler = None
             log.info("scheduler stopped")
