@@ -30,6 +30,7 @@ from typing import Any
 from gpusim import gpu_faults, node_faults, upgrades, workload_faults
 from gpusim.faulting import FaultError, FaultResult, Target, cordon, get_node, uncordon
 from gpusim.hardware import gpu_state
+from gpusim.node_faults import enable_mig
 from gpusim.resources import ApiError
 from gpusim.state import ClusterState
 from gpusim.upgrades import advance_upgrade
@@ -40,6 +41,7 @@ __all__ = [
     "FaultResult",
     "advance_upgrade",
     "cordon",
+    "enable_mig",
     "fault_parameters",
     "gpu_state",
     "inject",

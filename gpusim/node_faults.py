@@ -21,6 +21,7 @@ from bot.kube.objects import (
     namespace_of,
     pod_finished,
     pod_ready,
+    pod_requests,
     spec_of,
     status_of,
 )
@@ -52,6 +53,7 @@ from gpusim.objects import (
     ts,
 )
 from gpusim.recording import node_status_event, record_event
+from gpusim.resources import BY_KIND
 from gpusim.state import ClusterState
 
 _REBOOT_DOWNTIME = timedelta(minutes=3)
@@ -393,3 +395,36 @@ def repair_not_ready(t: Target) -> FaultResult:
         ready += 1
     lines.append(f"{t.name}: {ready} pod(s) Ready again")
     return FaultResult("not-ready", t.name, lines)
+
+
+def enable_mig(store: ClusterState, node: str, profile: str = "all-1g.10gb") -> list[str]:
+    """Not a fault: what mig-manager leaves on `node` after applying `profile` (seven
+    instances per A100 80GB GPU, the mixed strategy), MIG resources instead of whole GPUs.
+    The GPU pods there go first, as they would have for the layout to be applied."""
+    current = get_node(store, node)
+    gpus = int((status_of(current).get("capacity") or {}).get(GPU_RESOURCE, "0"))
+    instances = str(7 * gpus)
+    resource = MIG_RESOURCE_PREFIX + profile.removeprefix("all-")
+    for pod in pods_on(store, node):
+        if pod_requests(pod).get(GPU_RESOURCE, 0) > 0:
+            store.delete(BY_KIND["Pod"], namespace_of(pod), name_of(pod))
+    patch_object(
+        store,
+        "Node",
+        "",
+        node,
+        {
+            "metadata": {
+                "labels": {
+                    "nvidia.com/mig.strategy": "mixed",
+                    "nvidia.com/mig.config": profile,
+                    "nvidia.com/mig.config.state": "success",
+                }
+            },
+            "status": {
+                "capacity": {GPU_RESOURCE: "0", resource: instances},
+                "allocatable": {GPU_RESOURCE: "0", resource: instances},
+            },
+        },
+    )
+    return [f"{node}: MIG layout {profile} applied: {resource}={instances}"]
