@@ -316,6 +316,71 @@ def _live_demo(
     )
 
 
+@app.command("drill")
+@handles_bad_input
+def drill_command(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Drill files or folders (default: the drills gpubot ships)."),
+    ] = None,
+    config: ConfigOption = None,
+    rules: Annotated[
+        Path | None, typer.Option("--rules", help="Rules folder to rehearse with.")
+    ] = None,
+    real_time: Annotated[
+        bool,
+        typer.Option("--real-time", help="Keep your settle, resolve and schedule windows (slow)."),
+    ] = False,
+    show_chat: Annotated[
+        bool, typer.Option("--show-chat", help="Print what the chat is shown as it happens.")
+    ] = False,
+    prometheus: Annotated[
+        str,
+        typer.Option(
+            "--prometheus",
+            help="auto: the prometheus on PATH scrapes the simulated dcgm-exporters for the "
+            "evidence the health gate reads; off: none (the gate cannot pass); or its path.",
+        ),
+    ] = "auto",
+) -> None:
+    """Rehearse scenarios on a simulated cluster through the real serving code; a table of
+    what the on-call saw; exit 1 when a check fails."""
+    from bot.config import bundled_dir
+    from bot.roots import drill as drills
+
+    settings = _settings(config)
+    if rules is not None:
+        settings = settings.model_copy(update={"rules_dir": rules})
+    chosen = drills.load_drills(paths or [bundled_dir("drills")])
+    prometheus_bin = drills.find_prometheus(prometheus)
+    console = Console()
+    if prometheus_bin is None:
+        _err.print(
+            "note: no Prometheus (apt install prometheus, or --prometheus PATH): the health "
+            "gate has no GPU evidence and cannot pass",
+            markup=False,
+        )
+    verdicts = []
+    for each in chosen:
+        console.print(Text(f"drill {each.drill}: {each.about}", style="bold"))
+        verdict = drills.run_drill(
+            each,
+            settings,
+            real_time=real_time,
+            prometheus_bin=prometheus_bin,
+            show=console if show_chat else None,
+        )
+        for check in verdict.checks:
+            mark = "✓" if check.passed else "✗"
+            style = "" if check.passed else "bold red"
+            detail = f" ({check.detail})" if check.detail else ""
+            console.print(Text(f"  {mark} {check.name}{detail}", style=style))
+        verdicts.append(verdict)
+    console.print(drills.table(verdicts))
+    if not all(v.passed for v in verdicts):
+        raise typer.Exit(1)
+
+
 @app.command()
 @handles_bad_input
 def timeline(
