@@ -41,7 +41,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import yaml
 
 from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
-from gpusim import faults, kubelet
+from gpusim import faults, kubelet, protobuf
 from gpusim.authorization import (
     ANONYMOUS,
     Policy,
@@ -151,6 +151,16 @@ class _Request:
         raw = self._raw
         if not raw:
             return {}
+        if (self.handler.headers.get("Content-Type") or "").startswith(protobuf.CONTENT_TYPE):
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - {exc}; accepted "
+                    "media types include: application/json, application/yaml",
+                ) from exc
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
