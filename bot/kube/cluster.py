@@ -153,6 +153,39 @@ class KubeCluster:
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
 
+    def can_i(
+        self,
+        verb: str,
+        group: str,
+        resource: str,
+        *,
+        subresource: str = "",
+        namespace: str = "",
+        name: str = "",
+    ) -> bool:
+        """A SelfSubjectAccessReview (what `kubectl auth can-i` asks): may these credentials
+        do `verb` on the resource? (bot.kube.permissions lists what gpubot needs.)"""
+        attributes = {
+            "verb": verb,
+            "group": group,
+            "resource": resource,
+            "subresource": subresource,
+            "namespace": namespace,
+            "name": name,
+        }
+        body: dict[str, Any] = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {k: v for k, v in attributes.items() if v}},
+        }
+        reviews: Any = client.AuthorizationV1Api(self._api)
+        with _converted(f"access review: {verb} {resource}"):
+            response = reviews.create_self_subject_access_review(
+                body, _preload_content=False, _request_timeout=self._timeout
+            )
+            review: Obj = json.loads(response.data)
+        return bool((review.get("status") or {}).get("allowed"))
+
     # ---- reads --------------------------------------------------------------------------
 
     def _lister(self, kind: Kind, namespace: str) -> Callable[..., Any]:
