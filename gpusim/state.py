@@ -151,8 +151,11 @@ class ClusterState:
         A snapshot's objects without a creationTimestamp (kubectl's builders leave it out of
         PDBs and DaemonSets) are dated coherently, not "now": an Event at its first
         occurrence, anything else (and the namespaces it needs) at the cluster's birth, the
-        oldest timestamp among what is loaded and already held. With `missing_only`, objects
-        already held are left as they are (what kube-apiserver's bootstrap hooks do)."""
+        oldest timestamp among what is loaded and already held. An Event whose
+        involvedObject names a held object by kind and name but with another uid gets that
+        object's uid (a recorder takes it from the object), so `kubectl describe`, which
+        selects events by uid, finds it. With `missing_only`, objects already held are left
+        as they are (what kube-apiserver's bootstrap hooks do)."""
         with self._lock:
             stamps = [
                 str(meta(i).get("creationTimestamp"))
@@ -179,8 +182,33 @@ class ClusterState:
                 key = (metadata.get("namespace", ""), metadata["name"])
                 if missing_only and key in self._objects[resource]:
                     continue
+                if resource.kind == "Event":
+                    self._fix_involved_uid(obj, items)
                 self._objects[resource][key] = obj
                 self._bump("ADDED", resource, obj)
+
+    def _fix_involved_uid(self, event: Json, items: builtins.list[Json]) -> None:
+        involved = event.get("involvedObject") or {}
+        resource = BY_KIND.get(str(involved.get("kind")))
+        if resource is None or not resource.stored:
+            return
+        namespace = str(involved.get("namespace", "")) if resource.namespaced else ""
+        named = self._objects[resource].get((namespace, str(involved.get("name", ""))))
+        if named is None:
+            named = next(
+                (
+                    i
+                    for i in items
+                    if i.get("kind") == resource.kind
+                    and meta(i).get("name") == involved.get("name")
+                    and str(meta(i).get("namespace", "") if resource.namespaced else "")
+                    == namespace
+                ),
+                None,
+            )
+        uid = meta(named).get("uid") if named is not None else None
+        if uid:
+            involved["uid"] = uid
 
     def create(self, resource: ResourceType, namespace: str, body: Json) -> Json:
         with self._lock:

@@ -307,6 +307,8 @@ def _pod(pod: Json, now: datetime) -> list[Cell]:
     restarts_cell = str(restarts)
     if restarts and last_restart is not None:
         restarts_cell = f"{restarts} ({human_duration((now - last_restart).total_seconds())} ago)"
+    # Convert_v1_PodStatus_To_core_PodStatus: podIP is authoritative, and stands in for an
+    # empty podIPs, before the printer reads PodIPs[0].
     ips = status.get("podIPs") or []
     gates = spec.get("readinessGates") or []
     gates_cell = "<none>"
@@ -321,7 +323,7 @@ def _pod(pod: Json, now: datetime) -> list[Cell]:
         reason,
         restarts_cell,
         since(meta(pod).get("creationTimestamp"), now),
-        str(ips[0].get("ip")) if ips and ips[0].get("ip") else "<none>",
+        str(status.get("podIP") or (ips[0].get("ip") if ips else "") or "<none>"),
         str(spec.get("nodeName") or "<none>"),
         str(status.get("nominatedNodeName") or "<none>"),
         gates_cell,
