@@ -572,27 +572,91 @@ def sim_serve(
             "(evicted pods come back Pending).",
         ),
     ] = True,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", help="dcgm-exporter's port; 0 picks a free one.")
+    ] = 0,
+    state_metrics_port: Annotated[
+        int,
+        typer.Option("--state-metrics-port", help="kube-state-metrics' port; 0 picks a free one."),
+    ] = 0,
+    rbac: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--rbac",
+            help="YAML of ServiceAccounts, Roles, ClusterRoles and bindings to load "
+            "(e.g. `helm template`'s output; other kinds are skipped). Repeatable.",
+        ),
+    ] = None,
+    prometheus_config_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--prometheus-config-out",
+            help="Write a Prometheus configuration scraping the simulator's exporters here.",
+        ),
+    ] = None,
 ) -> None:
-    """Serve a simulated GPU cluster on 127.0.0.1 until interrupted."""
+    """Serve a simulated GPU cluster on 127.0.0.1 until interrupted.
+
+    The last line printed is one JSON object (`gpubot sim: {...}`) with every address and
+    file a script needs: the API's address and connection URL, the kubeconfig, the CA, the
+    exporters' URLs and ports, each ServiceAccount's token directory."""
+    import json
+
     from gpusim.launching import start_simulator
     from gpusim.scenarios import SCENARIOS
 
     if scenario not in SCENARIOS:
         known = ", ".join(SCENARIOS)
         raise InputError("--scenario", f"unknown scenario {scenario!r}; known: {known}")
+    manifests = []
+    for path in rbac or []:
+        try:
+            manifests.append(path.read_text())
+        except OSError as exc:
+            raise InputError("--rbac", f"{path}: {exc.strerror}") from exc
     size = SCENARIOS[scenario]
     gpu_nodes = nodes or size["gpu_nodes"]
     simulation = start_simulator(
         gpu_nodes,
         port,
+        metrics_port,
         pods_per_node=pods_per_node or size["pods_per_node"],
         controllers=controllers,
+        state_metrics_port=state_metrics_port,
+        manifests="\n---\n".join(manifests),
     )
-    typer.echo(f"simulated cluster: {simulation.api.url} ({gpu_nodes} GPU nodes)")
+    api = simulation.api
+    typer.echo(f"simulated cluster: {api.url} ({gpu_nodes} GPU nodes)")
     if kubeconfig_out is not None:
-        simulation.api.write_kubeconfig(kubeconfig_out)
+        api.write_kubeconfig(kubeconfig_out)
         typer.echo(f"kubeconfig: {kubeconfig_out}  (export KUBECONFIG={kubeconfig_out})")
     typer.echo(f"dcgm-exporter metrics: {simulation.metrics.url}/metrics/NODE")
+    typer.echo(f"kube-state-metrics: {simulation.state_metrics.url}/metrics")
+    accounts = {}
+    for namespace, name in simulation.service_accounts():
+        directory = api.service_account_dir(namespace, name)
+        accounts[f"{namespace}/{name}"] = str(directory)
+        typer.echo(f"serviceaccount {namespace}/{name}: {directory}  (GPUBOT_SERVICEACCOUNT_DIR)")
+    if prometheus_config_out is not None:
+        import yaml
+
+        prometheus_config_out.write_text(
+            yaml.safe_dump(simulation.prometheus_config(), sort_keys=False)
+        )
+        typer.echo(f"prometheus config: {prometheus_config_out}")
+    ready = {
+        "server": api.address,
+        "url": api.url,
+        "certificate_authority": str(api.credentials.ca_file),
+        "kubeconfig": str(kubeconfig_out) if kubeconfig_out else None,
+        "dcgm_exporter": simulation.metrics.url,
+        "dcgm_exporter_port": simulation.metrics.port,
+        "kube_state_metrics": simulation.state_metrics.url,
+        "kube_state_metrics_port": simulation.state_metrics.port,
+        "prometheus_config": str(prometheus_config_out) if prometheus_config_out else None,
+        "serviceaccounts": accounts,
+    }
+    typer.echo("gpubot sim: " + json.dumps(ready))
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

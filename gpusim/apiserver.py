@@ -1,11 +1,28 @@
-"""The simulated cluster's Kubernetes REST API over HTTP on 127.0.0.1 (JSON only).
+"""The simulated cluster's Kubernetes REST API over HTTPS on 127.0.0.1 (JSON only).
 
 Serves what kubectl and the official `kubernetes` client call for the GPU node lifecycle:
 legacy discovery, list/get/create/update/patch/delete, watch (with bookmarks and 410 Gone),
-and the pods `eviction`, `log` and `status` subresources, plus the simulator's own control
-endpoints `POST /_sim/faults` and `/_sim/repairs`. Every failure is the Status body the real
-API server sends. It must never be reachable from anything but this machine: it
-binds 127.0.0.1 only and has no authentication, like a test apiserver.
+the pods `eviction`, `log` and `status` subresources, server-side Tables
+(`gpusim.tables`), the access reviews (`gpusim.reviews`), the Metrics API (`gpusim.usage`),
+plus the simulator's own control endpoints `POST /_sim/faults` and `/_sim/repairs`. Every
+failure is the Status body the real API server sends.
+
+Every request goes through what kube-apiserver's handler chain does before it reaches a
+handler (staging/src/k8s.io/apiserver/pkg/server/config.go `DefaultBuildHandlerChain`):
+TLS with the cluster's serving certificate (`gpusim.credentials`), authentication of the
+bearer token (the admin's or a ServiceAccount's; no token is `system:anonymous`, a token
+nobody issued is a 401 `Unauthorized`, as `WithAuthentication` answers), then RBAC
+(`gpusim.authorization`; a refusal is the 403 `WithAuthorization` writes). The simulator's
+own control endpoints are non-resource paths like any other: cluster-admin may call them.
+When it starts it writes what kube-apiserver's bootstrap hooks write (`gpusim.bootstrap_policy`).
+
+It must never be reachable from anything but this machine: it binds 127.0.0.1 only.
+
+`url` is a connection URL, not only an address: the API server's address with the files a
+client needs as query parameters, `certificate-authority` (the cluster's CA) and
+`token-file` (the admin's token), as a libpq URI carries `sslrootcert`. `bot.kube.cluster`
+`KubeCluster.for_url` and `gpusim.launching` read it; `address` is the bare address kubectl's
+kubeconfig holds (`write_kubeconfig`).
 """
 
 from __future__ import annotations
@@ -19,18 +36,31 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import yaml
 
 from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
-from gpusim import faults, kubelet
+from gpusim import faults, kubelet, protobuf
+from gpusim.authorization import (
+    ANONYMOUS,
+    Policy,
+    User,
+    forbidden,
+    request_attributes,
+    service_account_user,
+)
+from gpusim.bootstrap_policy import bootstrap_objects, system_namespaces
+from gpusim.credentials import ADMIN_GROUPS, ADMIN_USER, Credentials, credentials_of
 from gpusim.defaulting import pod_on_create
 from gpusim.objects import Json
 from gpusim.openapi import openapi_v3
-from gpusim.resources import BY_PLURAL, RESOURCES, ApiError, ResourceType
+from gpusim.resources import BY_KIND, BY_PLURAL, RESOURCES, ApiError, ResourceType
+from gpusim.reviews import access_review, rules_review, self_subject_review
 from gpusim.serving import LoopbackServer
 from gpusim.state import ClusterState, WatchEvent
+from gpusim.tables import table, wants_table
+from gpusim.usage import node_metrics, pod_metrics
 
 KUBERNETES_VERSION = {
     "major": "1",
@@ -43,7 +73,9 @@ KUBERNETES_VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+UNAUTHORIZED = ApiError(401, "Unauthorized", "Unauthorized")
+"""What `WithAuthentication` answers a request whose credentials nobody issued."""
 
 
 def _resource_list(group: str, version: str) -> Json:
@@ -57,7 +89,7 @@ def _resource_list(group: str, version: str) -> Json:
                 "singularName": r.kind.lower(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": _VERBS,
+                "verbs": list(r.verbs),
                 **({"shortNames": list(r.short_names)} if r.short_names else {}),
             }
         )
@@ -104,7 +136,10 @@ class _Request:
 
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         split = urlsplit(handler.path)
+        self.path = split.path
         self.parts = [p for p in split.path.split("/") if p]
+        self.accept = handler.headers.get("Accept") or ""
+        self.user = ANONYMOUS
         self.query = {k: v[-1] for k, v in parse_qs(split.query, keep_blank_values=True).items()}
         self.handler = handler
         # Read the body whatever happens next: an error answered before reading it would
@@ -116,6 +151,16 @@ class _Request:
         raw = self._raw
         if not raw:
             return {}
+        if (self.handler.headers.get("Content-Type") or "").startswith(protobuf.CONTENT_TYPE):
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - {exc}; accepted "
+                    "media types include: application/json, application/yaml",
+                ) from exc
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -193,11 +238,17 @@ def _list_kind(resource: ResourceType) -> str:
 
 
 class SimulatedApiServer:
-    """The HTTP server; `store` is the state tests and fault injection act on."""
+    """The HTTPS server; `store` is the state tests and fault injection act on."""
 
     def __init__(self, store: ClusterState | None = None, port: int = 0) -> None:
         self.store = store or ClusterState()
+        self.credentials: Credentials = credentials_of(self.store)
+        # kube-apiserver's post-start hooks: the system namespaces and the default RBAC.
+        self.store.load(system_namespaces() + bootstrap_objects(), missing_only=True)
         self._stop = threading.Event()
+        self._policy: tuple[tuple[int, ...], Policy] | None = None
+        self._tokens: tuple[int, dict[str, User]] | None = None
+        self._policy_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -223,15 +274,34 @@ class SimulatedApiServer:
             def do_DELETE(self) -> None:
                 server._handle(self, "DELETE")
 
-        self._http = LoopbackServer(Handler, port, "sim-apiserver")
+        self._http = LoopbackServer(
+            Handler, port, "sim-apiserver", tls=self.credentials.server_context()
+        )
 
     @property
     def port(self) -> int:
         return self._http.port
 
     @property
-    def url(self) -> str:
+    def address(self) -> str:
+        """`https://127.0.0.1:PORT`: what a kubeconfig's `server` holds."""
         return self._http.url
+
+    @property
+    def url(self) -> str:
+        """The connection URL: the address with the CA and the admin's token file (see the
+        module docstring)."""
+        query = urlencode(
+            {
+                "certificate-authority": str(self.credentials.ca_file),
+                "token-file": str(self.credentials.admin_token_file),
+            }
+        )
+        return f"{self.address}?{query}"
+
+    @property
+    def admin_token(self) -> str:
+        return self.credentials.admin_token
 
     def start(self) -> SimulatedApiServer:
         self._http.start()
@@ -241,19 +311,98 @@ class SimulatedApiServer:
         self._stop.set()
         self._http.stop()
 
-    def write_kubeconfig(self, path: Path) -> Path:
+    def service_account_token(self, namespace: str, name: str) -> str:
+        """The bearer token of a ServiceAccount the cluster holds."""
+        account = self.store.get(BY_KIND["ServiceAccount"], namespace, name)
+        return self.credentials.token_for(namespace, name, str(meta(account).get("uid", "")))
+
+    def service_account_dir(self, namespace: str, name: str) -> Path:
+        """The ServiceAccount's projected token volume (`token`, `ca.crt`, `namespace`): what
+        `gpubot serve --in-cluster` reads, pointed at it by GPUBOT_SERVICEACCOUNT_DIR."""
+        account = self.store.get(BY_KIND["ServiceAccount"], namespace, name)
+        return self.credentials.mount(namespace, name, str(meta(account).get("uid", "")))
+
+    def write_kubeconfig(self, path: Path, service_account: tuple[str, str] | None = None) -> Path:
+        """A kubeconfig for kubectl: the server's address, the cluster's CA as
+        `certificate-authority-data`, and the admin's token (or a ServiceAccount's, given as
+        (namespace, name))."""
+        if service_account is None:
+            user, token = ADMIN_USER, self.admin_token
+        else:
+            user = f"system:serviceaccount:{service_account[0]}:{service_account[1]}"
+            token = self.service_account_token(*service_account)
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": "gpubot-sim", "cluster": {"server": self.url}}],
-            "users": [{"name": "gpubot-sim", "user": {}}],
+            "clusters": [
+                {
+                    "name": "gpubot-sim",
+                    "cluster": {
+                        "server": self.address,
+                        "certificate-authority-data": self.credentials.ca_data,
+                    },
+                }
+            ],
+            "users": [{"name": user, "user": {"token": token}}],
             "contexts": [
-                {"name": "gpubot-sim", "context": {"cluster": "gpubot-sim", "user": "gpubot-sim"}}
+                {"name": "gpubot-sim", "context": {"cluster": "gpubot-sim", "user": user}}
             ],
             "current-context": "gpubot-sim",
         }
         path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
         return path
+
+    # ---- authentication and authorization ---------------------------------------------
+
+    def _users(self) -> dict[str, User]:
+        """Bearer token -> user: the admin's and one per ServiceAccount, rebuilt when the
+        ServiceAccounts change."""
+        version = self.store.kind_versions.get("ServiceAccount", 0)
+        with self._policy_lock:
+            if self._tokens is not None and self._tokens[0] == version:
+                return self._tokens[1]
+        users = {self.admin_token: User(ADMIN_USER, ADMIN_GROUPS)}
+        accounts, _ = self.store.list(BY_KIND["ServiceAccount"], "")
+        for account in accounts:
+            namespace, name = namespace_of(account), name_of(account)
+            uid = str(meta(account).get("uid", ""))
+            users[self.credentials.token_for(namespace, name, uid)] = service_account_user(
+                namespace, name, uid
+            )
+        with self._policy_lock:
+            self._tokens = (version, users)
+        return users
+
+    def _authenticate(self, handler: BaseHTTPRequestHandler) -> User:
+        header = handler.headers.get("Authorization") or ""
+        if not header:
+            return ANONYMOUS
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise UNAUTHORIZED
+        user = self._users().get(token.strip())
+        if user is None:
+            raise UNAUTHORIZED
+        return user
+
+    def policy(self) -> Policy:
+        """The cluster's RBAC objects, compiled; compiled again after any of them changes."""
+        versions = tuple(self.store.kind_versions.get(kind, 0) for kind in RBAC_KINDS)
+        with self._policy_lock:
+            if self._policy is not None and self._policy[0] == versions:
+                return self._policy[1]
+        lists = [self.store.list(BY_KIND[kind], "")[0] for kind in RBAC_KINDS]
+        compiled = Policy(*lists)
+        with self._policy_lock:
+            self._policy = (versions, compiled)
+        return compiled
+
+    def _authorize(self, request: _Request, method: str, user: User) -> None:
+        attributes = request_attributes(user, method, request.path, request.query)
+        allowed, reason = self.policy().authorize(attributes)
+        if not allowed:
+            raise forbidden(attributes, reason)
 
     # ---- dispatch -----------------------------------------------------------------------
 
@@ -266,6 +415,8 @@ class SimulatedApiServer:
             self._send(handler, 503, json.dumps(stopping.status()).encode(), "application/json")
             return
         try:
+            request.user = self._authenticate(handler)
+            self._authorize(request, method, request.user)
             if method == "GET" and request.query.get("watch") in ("1", "true"):
                 self._watch(request)
                 return
@@ -330,6 +481,8 @@ class SimulatedApiServer:
         if route is None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         resource, namespace, name, sub = route
+        if not resource.stored:
+            return self._computed(request, method, resource, namespace, name)
         store = self.store
         if sub == "eviction" and method == "POST" and resource.kind == "Pod":
             return 201, store.evict(namespace, name, request.body())
@@ -353,7 +506,15 @@ class SimulatedApiServer:
                 "the server does not allow this method on the requested resource",
             )
         if method == "GET":
-            return 200, store.get(resource, namespace, name)
+            found = store.get(resource, namespace, name)
+            if wants_table(request.accept):
+                return 200, table(
+                    resource.kind,
+                    [found],
+                    str(meta(found).get("resourceVersion", "")),
+                    request.query.get("includeObject") or "PartialObjectMetadata",
+                )
+            return 200, found
         if method == "PUT":
             return 200, store.replace(resource, namespace, name, _object(request.body(), resource))
         if method == "PATCH":
@@ -372,6 +533,65 @@ class SimulatedApiServer:
             "MethodNotAllowed",
             "the server does not allow this method on the requested resource",
         )
+
+    def _computed(
+        self, request: _Request, method: str, resource: ResourceType, namespace: str, name: str
+    ) -> tuple[int, Json]:
+        """The kinds answered on the spot: the reviews (create) and the Metrics API (read)."""
+        if method == "POST" and "create" in resource.verbs and not name:
+            user = request.user
+            if resource.kind == "SelfSubjectRulesReview":
+                return 201, rules_review(request.body(), user, self.policy())
+            if resource.kind == "SelfSubjectReview":
+                return 201, self_subject_review(user)
+            return 201, access_review(resource.kind, request.body(), user, self.policy(), namespace)
+        if method == "GET" and resource.group == "metrics.k8s.io":
+            return 200, self._metrics(resource, namespace, name)
+        raise ApiError(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        )
+
+    def _metrics(self, resource: ResourceType, namespace: str, name: str) -> Json:
+        now = datetime.now(UTC)
+        store = self.store
+        found: list[Json] = []
+        if resource.kind == "NodeMetrics":
+            nodes = (
+                [store.get(BY_KIND["Node"], "", name)]
+                if name
+                else store.list(BY_KIND["Node"], "")[0]
+            )
+            for node in nodes:
+                pods, _ = store.list(
+                    BY_KIND["Pod"], "", field_selector=f"spec.nodeName={name_of(node)}"
+                )
+                usage = node_metrics(node, pods, now)
+                if usage is not None:
+                    found.append(usage)
+        else:
+            pods = (
+                [store.get(BY_KIND["Pod"], namespace, name)]
+                if name
+                else store.list(BY_KIND["Pod"], namespace)[0]
+            )
+            found = [m for m in (pod_metrics(p, now) for p in pods) if m is not None]
+        if name:
+            if not found:
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'{resource.plural}.metrics.k8s.io "{name}" not found',
+                    {"name": name, "group": "metrics.k8s.io", "kind": resource.plural},
+                )
+            return found[0]
+        return {
+            "kind": f"{resource.kind}List",
+            "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {},
+            "items": found,
+        }
 
     def _inject(self, body: Any) -> Json:
         """The simulator's own control endpoint (not Kubernetes): `gpubot sim inject`."""
@@ -403,7 +623,7 @@ class SimulatedApiServer:
         except faults.FaultError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
 
-    def _list(self, request: _Request, resource: ResourceType, namespace: str) -> bytes:
+    def _list(self, request: _Request, resource: ResourceType, namespace: str) -> bytes | Json:
         token = request.query.get("continue") or ""
         try:
             # [namespace, name, resourceVersion of the first page]
@@ -413,14 +633,16 @@ class SimulatedApiServer:
             limit = int(request.query.get("limit") or 0)
         except (ValueError, TypeError, IndexError, KeyError) as exc:
             raise ApiError(400, "BadRequest", f"invalid continue token or limit: {exc}") from exc
-        items, rv, following = self.store.list_page_encoded(
-            resource,
-            namespace,
-            request.query.get("labelSelector", ""),
-            request.query.get("fieldSelector", ""),
-            limit,
-            after,
-        )
+        selectors = (request.query.get("labelSelector", ""), request.query.get("fieldSelector", ""))
+        as_table = wants_table(request.accept)
+        if as_table:
+            objects, rv, following = self.store.list_page(
+                resource, namespace, *selectors, limit, after
+            )
+        else:
+            items, rv, following = self.store.list_page_encoded(
+                resource, namespace, *selectors, limit, after
+            )
         # Every page reports the first page's version: a watch from it replays whatever
         # changed while the later pages were read, as the real server's snapshot list does.
         rv = first_rv if first_rv is not None else rv
@@ -428,6 +650,14 @@ class SimulatedApiServer:
         if following is not None:
             position = json.dumps([following[0], following[1], rv]).encode()
             metadata["continue"] = base64.urlsafe_b64encode(position).decode()
+        if as_table:
+            return table(
+                resource.kind,
+                objects,
+                str(rv),
+                request.query.get("includeObject") or "PartialObjectMetadata",
+                continue_token=metadata.get("continue"),
+            )
         head = json.dumps(
             {
                 "kind": _list_kind(resource),

@@ -1,5 +1,7 @@
 """The simulated cluster's control loop: the Job, ReplicaSet and DaemonSet controllers, run
-together with the scheduler (`gpusim.scheduling`) and the kubelet (`gpusim.kubelet`).
+together with the scheduler (`gpusim.scheduling`), the kubelet (`gpusim.kubelet`) and the node
+lifecycle controller's taints and the kubelets' node Leases (`gpusim.lifecycle`: taints in
+every round, Leases on the kubelet's own 10 s clock in `start()` only).
 
 Opt-in: nothing here runs unless someone builds `Controllers(store)` and calls `reconcile()`
 (one deterministic round, for tests) or `start()` (background threads that follow the
@@ -57,6 +59,7 @@ from bot.kube.objects import (
 )
 from gpusim.defaulting import pod_on_create
 from gpusim.kubelet import Kubelet, RecentUids, forget_logs
+from gpusim.lifecycle import RENEW_INTERVAL_S, renew_leases, taint_nodes
 from gpusim.objects import (
     Json,
 )
@@ -177,6 +180,9 @@ class Controllers:
         self._threads.append(
             threading.Thread(target=self._loop, name="sim-controllers", daemon=True)
         )
+        self._threads.append(
+            threading.Thread(target=self._heartbeat, name="sim-kubelet-leases", daemon=True)
+        )
         for thread in self._threads:
             thread.start()
         self._wake.set()
@@ -223,6 +229,20 @@ class Controllers:
             except Exception:
                 log.exception("sim controllers: reconcile failed")
 
+    def _heartbeat(self) -> None:
+        """Every kubelet's node Lease, renewed on the kubelet's interval (not part of a
+        reconcile round: a lease moves with time, not with the cluster's changes)."""
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    renew_leases(self.store, list_all(self.store, BY_KIND["Node"]), self._now())
+            except Exception:
+                log.exception("sim controllers: lease renewal failed")
+            self._stop.wait(RENEW_INTERVAL_S)
+
+    def _taints(self, _pods: list[Json], now: datetime) -> list[str]:
+        return taint_nodes(self.store, list_all(self.store, BY_KIND["Node"]), now)
+
     def reconcile(self, max_passes: int = 10) -> list[str]:
         """Run every controller until nothing changes (at most `max_passes` passes).
 
@@ -240,6 +260,7 @@ class Controllers:
         now = self._now()
         changes: list[str] = []
         stages: tuple[Callable[[list[Json], datetime], list[str]], ...] = (
+            self._taints,
             self._lost_pods,
             self._replicasets,
             self._daemonsets,

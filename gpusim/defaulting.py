@@ -33,9 +33,10 @@ module does them in the same order (sources from kubernetes/kubernetes):
 Left out, and why:
 - the ServiceAccount plugin's token volume (`kube-api-access-XXXXX`, a projected volume of
   the token, `kube-root-ca.crt` and the namespace, mounted read-only at
-  /var/run/secrets/kubernetes.io/serviceaccount in every container): the simulator has no
-  ServiceAccounts, no token controller and no root CA ConfigMap to stand behind it, and
-  nothing gpubot reads of a pod depends on it.
+  /var/run/secrets/kubernetes.io/serviceaccount in every container): the simulator's pods
+  run nothing that would read it (its ServiceAccount tokens are written per account by
+  `gpusim.credentials` for processes outside, such as `gpubot serve --in-cluster`), there is
+  no kube-root-ca.crt ConfigMap, and nothing gpubot reads of a pod depends on it.
 - the ServiceAccount and Priority plugins' lookups: with no ServiceAccount or PriorityClass
   kinds, a pod is never refused for naming one that does not exist (a class other than the
   two system ones leaves `priority` unset), and a pod that carries its own `priority` or

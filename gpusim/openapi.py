@@ -37,7 +37,7 @@ def _group_path(resource: ResourceType) -> str:
 def _paths(group_path: str) -> Json:
     paths: Json = {}
     for resource in RESOURCES:
-        if _group_path(resource) != group_path:
+        if _group_path(resource) != group_path or "patch" not in resource.verbs:
             continue
         scope = "/namespaces/{namespace}" if resource.namespaced else ""
         path = f"/{group_path}{scope}/{resource.plural}/{{name}}"

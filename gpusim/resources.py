@@ -1,9 +1,12 @@
 """The kinds the simulated API server serves, and the failures it answers with.
 
 One table (`RESOURCES`) says which kinds exist, under which group, version and plural, with
-which short names and subresources: discovery, routing and storage all read it. `ApiError` is
-a failed request carrying the `Status` body kube-apiserver sends for it, so the layers below
-raise and the HTTP layer only serialises. This module must never hold state or do I/O.
+which short names, subresources and verbs: discovery, routing, authorization and storage all
+read it. A kind that is not `stored` is answered on the spot and never kept (the access
+reviews of authorization.k8s.io, the Metrics API's usage, which metrics-server computes on
+the fly). `ApiError` is a failed request carrying the `Status` body kube-apiserver sends for
+it, so the layers below raise and the HTTP layer only serialises. This module must never hold
+state or do I/O.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpusim.objects import Json
+
+VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+"""What discovery lists for an ordinary stored kind (and what RBAC's `*` stands for there)."""
+_CREATE_ONLY = ("create",)
+_READ_ONLY = ("get", "list")
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,8 @@ class ResourceType:
     namespaced: bool
     short_names: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = VERBS
+    stored: bool = True
 
     @property
     def api_version(self) -> str:
@@ -42,8 +52,69 @@ RESOURCES = (
     ),
     ResourceType("apps", "v1", "DaemonSet", "daemonsets", True, ("ds",), ("status",)),
     ResourceType("apps", "v1", "ReplicaSet", "replicasets", True, ("rs",), ("status",)),
+    ResourceType("apps", "v1", "Deployment", "deployments", True, ("deploy",), ("status",)),
+    ResourceType("batch", "v1", "Job", "jobs", True, (), ("status",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
+    ResourceType("", "v1", "ServiceAccount", "serviceaccounts", True, ("sa",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False
+    ),
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        False,
+        verbs=_CREATE_ONLY,
+        stored=False,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SelfSubjectRulesReview",
+        "selfsubjectrulesreviews",
+        False,
+        verbs=_CREATE_ONLY,
+        stored=False,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        False,
+        verbs=_CREATE_ONLY,
+        stored=False,
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "LocalSubjectAccessReview",
+        "localsubjectaccessreviews",
+        True,
+        verbs=_CREATE_ONLY,
+        stored=False,
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
+        "SelfSubjectReview",
+        "selfsubjectreviews",
+        False,
+        verbs=_CREATE_ONLY,
+        stored=False,
+    ),
+    ResourceType(
+        "metrics.k8s.io", "v1beta1", "NodeMetrics", "nodes", False, verbs=_READ_ONLY, stored=False
+    ),
+    ResourceType(
+        "metrics.k8s.io", "v1beta1", "PodMetrics", "pods", True, verbs=_READ_ONLY, stored=False
+    ),
 )
+STORED = tuple(r for r in RESOURCES if r.stored)
 BY_KIND = {r.kind: r for r in RESOURCES}
 BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
 

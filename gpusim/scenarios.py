@@ -1,6 +1,12 @@
 """Whole clusters, as one `kubectl get ... -A -o json` List: the ground rule tests, the demo
 and the benchmarks stand on. `healthy_cluster` must give no diagnosis at all, and must never
-change without the shipped snapshot it is compared with."""
+change without the shipped snapshot it is compared with.
+
+`owning_jobs` adds what a snapshot of nodes, pods, events, PDBs and DaemonSets leaves out but
+a running cluster holds: the Job objects the pods' owner references name (created when their
+oldest pod was, as the Job controller creates pods right after the Job), so `kubectl get jobs`
+and `describe pod`'s `Controlled By: Job/...` agree. The simulator loads it beside the
+scenario (`gpusim.launching`); the snapshot itself stays as shipped."""
 
 from __future__ import annotations
 
@@ -107,6 +113,70 @@ def healthy_cluster(
         )
     )
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+def owning_jobs(items: list[Json]) -> list[Json]:
+    """The Job objects behind the pods of `items` whose controller is a Job not in `items`."""
+    present = {
+        (i["metadata"].get("namespace", ""), i["metadata"]["name"])
+        for i in items
+        if i.get("kind") == "Job"
+    }
+    pods: dict[tuple[str, str], list[Json]] = {}
+    refs: dict[tuple[str, str], Json] = {}
+    for item in items:
+        if item.get("kind") != "Pod":
+            continue
+        for ref in item["metadata"].get("ownerReferences") or []:
+            if ref.get("kind") == "Job" and ref.get("controller"):
+                key = (item["metadata"].get("namespace", "default"), str(ref["name"]))
+                pods.setdefault(key, []).append(item)
+                refs[key] = ref
+    jobs: list[Json] = []
+    for (namespace, name), owned in sorted(pods.items()):
+        if (namespace, name) in present:
+            continue
+        oldest = min(str(p["metadata"].get("creationTimestamp", "")) for p in owned)
+        uid = str(refs[(namespace, name)].get("uid", ""))
+        template_spec = {
+            k: v for k, v in owned[0].get("spec", {}).items() if k not in ("nodeName",)
+        }
+        labels = {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+        count = len(owned)
+        jobs.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "uid": uid,
+                    "creationTimestamp": oldest,
+                    "labels": dict(labels),
+                },
+                "spec": {
+                    "backoffLimit": 6,
+                    "completionMode": "NonIndexed",
+                    "completions": count,
+                    "parallelism": count,
+                    "manualSelector": False,
+                    "podReplacementPolicy": "TerminatingOrFailed",
+                    "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}},
+                    "suspend": False,
+                    "template": {
+                        "metadata": {"labels": dict(labels)},
+                        "spec": template_spec,
+                    },
+                },
+                "status": {"startTime": oldest, "active": count, "ready": count},
+            }
+        )
+    return jobs
 
 
 def main() -> None:

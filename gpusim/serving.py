@@ -1,10 +1,13 @@
 """The one way the simulator serves HTTP: threaded, on 127.0.0.1 only, quiet about clients
-that hang up, and stoppable whether or not it was ever started. It must never bind anything
-but 127.0.0.1: the simulator has no authentication."""
+that hang up, and stoppable whether or not it was ever started; with a TLS context, HTTPS (the
+handshake happens in the connection's own thread, so a slow or refusing client never holds up
+the others). It must never bind anything but 127.0.0.1: it is a test cluster's server, and
+its exporters have no authentication, as dcgm-exporter and kube-state-metrics have none."""
 
 from __future__ import annotations
 
 import socket
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -15,6 +18,7 @@ class _QuietServer(ThreadingHTTPServer):
     """A threaded HTTP server that sends replies at once and ignores hung-up clients."""
 
     daemon_threads = True
+    tls: ssl.SSLContext | None = None
 
     def get_request(self) -> tuple[socket.socket, Any]:
         # The handler writes headers and body in separate sends: with Nagle on, the body
@@ -24,17 +28,37 @@ class _QuietServer(ThreadingHTTPServer):
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection, address
 
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if self.tls is None:
+            super().finish_request(request, client_address)
+            return
+        try:
+            wrapped = self.tls.wrap_socket(request, server_side=True)
+        except (ssl.SSLError, OSError):
+            return  # a client that refused the certificate, or hung up during the handshake
+        try:
+            super().finish_request(wrapped, client_address)
+        finally:
+            wrapped.close()
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up (a finished watch, kubectl exiting) is normal, not an error.
-        if not isinstance(sys.exc_info()[1], ConnectionError):
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
             super().handle_error(request, client_address)
 
 
 class LoopbackServer:
-    """An HTTP server on 127.0.0.1 and the thread that serves it."""
+    """An HTTP (with `tls`, HTTPS) server on 127.0.0.1 and the thread that serves it."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int, name: str) -> None:
+    def __init__(
+        self,
+        handler: type[BaseHTTPRequestHandler],
+        port: int,
+        name: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._http = _QuietServer(("127.0.0.1", port), handler)
+        self._http.tls = tls
         self._name = name
         self._thread: threading.Thread | None = None
 
@@ -44,7 +68,8 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self._http.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         self._thread = threading.Thread(

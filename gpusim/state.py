@@ -83,6 +83,9 @@ class ClusterState:
         """Per object, its JSON at one version (the dict's identity and resourceVersion, and
         for a PDB the pods' version)."""
         self._pods_version = 0
+        self.kind_versions: dict[str, int] = {}
+        """Per kind, the resourceVersion of its last write: what the API server's compiled
+        RBAC policy and token table are keyed by."""
         self.evictions: list[tuple[str, str]] = []
         """(namespace, name) of every pod evicted, in order: what tests and benchmarks count."""
         self.direct_deletes: list[tuple[str, str]] = []
@@ -106,13 +109,14 @@ class ClusterState:
             self._pods_by_node = None
             self._pods_version += 1
         self.resource_version = next(self._rv)
+        self.kind_versions[resource.kind] = self.resource_version
         obj.setdefault("metadata", {})["resourceVersion"] = str(self.resource_version)
         self._history.append(
             WatchEvent(self.resource_version, event_type, resource, copy.deepcopy(obj))
         )
         self._lock.notify_all()
 
-    def _ensure_namespace(self, namespace: str) -> None:
+    def _ensure_namespace(self, namespace: str, created: str | None = None) -> None:
         namespaces = self._objects[BY_KIND["Namespace"]]
         if namespace and ("", namespace) not in namespaces:
             ns = {
@@ -121,7 +125,8 @@ class ClusterState:
                 "metadata": {
                     "name": namespace,
                     "uid": str(uuid.uuid4()),
-                    "creationTimestamp": _now(),
+                    "creationTimestamp": created or _now(),
+                    "labels": {"kubernetes.io/metadata.name": namespace},
                 },
                 "spec": {"finalizers": ["kubernetes"]},
                 "status": {"phase": "Active"},
@@ -129,24 +134,81 @@ class ClusterState:
             namespaces[("", namespace)] = ns
             self._bump("ADDED", BY_KIND["Namespace"], ns)
 
-    def load(self, items: list[Json]) -> None:
-        """Objects as a snapshot holds them (kind on each item), kept as they are."""
+    def birth(self) -> str:
+        """When the cluster was made: the oldest creationTimestamp it holds (now if empty)."""
         with self._lock:
+            stamps = [
+                str(meta(obj).get("creationTimestamp"))
+                for kind in ("Namespace", "Node")
+                for obj in self._objects[BY_KIND[kind]].values()
+                if meta(obj).get("creationTimestamp")
+            ]
+        return min(stamps) if stamps else _now()
+
+    def load(self, items: list[Json], *, missing_only: bool = False) -> None:
+        """Objects as a snapshot holds them (kind on each item), kept as they are.
+
+        A snapshot's objects without a creationTimestamp (kubectl's builders leave it out of
+        PDBs and DaemonSets) are dated coherently, not "now": an Event at its first
+        occurrence, anything else (and the namespaces it needs) at the cluster's birth, the
+        oldest timestamp among what is loaded and already held. An Event whose
+        involvedObject names a held object by kind and name but with another uid gets that
+        object's uid (a recorder takes it from the object), so `kubectl describe`, which
+        selects events by uid, finds it. With `missing_only`, objects already held are left
+        as they are (what kube-apiserver's bootstrap hooks do)."""
+        with self._lock:
+            stamps = [
+                str(meta(i).get("creationTimestamp"))
+                for i in items
+                if meta(i).get("creationTimestamp")
+            ]
+            birth = min([*stamps, self.birth()])
             for item in items:
                 resource = BY_KIND.get(str(item.get("kind")))
-                if resource is None:
+                if resource is None or not resource.stored:
                     continue
                 obj = copy.deepcopy(item)
                 obj.setdefault("apiVersion", resource.api_version)
                 metadata = obj.setdefault("metadata", {})
                 metadata.setdefault("uid", str(uuid.uuid4()))
-                metadata.setdefault("creationTimestamp", _now())
+                if resource.kind == "Event":
+                    first = obj.get("firstTimestamp") or obj.get("eventTime") or birth
+                    metadata.setdefault("creationTimestamp", str(first)[:19] + "Z")
+                metadata.setdefault("creationTimestamp", birth)
                 namespace = metadata.get("namespace", "") if resource.namespaced else ""
                 if resource.namespaced:
                     metadata["namespace"] = namespace or "default"
-                    self._ensure_namespace(metadata["namespace"])
-                self._objects[resource][(metadata.get("namespace", ""), metadata["name"])] = obj
+                    self._ensure_namespace(metadata["namespace"], birth)
+                key = (metadata.get("namespace", ""), metadata["name"])
+                if missing_only and key in self._objects[resource]:
+                    continue
+                if resource.kind == "Event":
+                    self._fix_involved_uid(obj, items)
+                self._objects[resource][key] = obj
                 self._bump("ADDED", resource, obj)
+
+    def _fix_involved_uid(self, event: Json, items: builtins.list[Json]) -> None:
+        involved = event.get("involvedObject") or {}
+        resource = BY_KIND.get(str(involved.get("kind")))
+        if resource is None or not resource.stored:
+            return
+        namespace = str(involved.get("namespace", "")) if resource.namespaced else ""
+        named = self._objects[resource].get((namespace, str(involved.get("name", ""))))
+        if named is None:
+            named = next(
+                (
+                    i
+                    for i in items
+                    if i.get("kind") == resource.kind
+                    and meta(i).get("name") == involved.get("name")
+                    and str(meta(i).get("namespace", "") if resource.namespaced else "")
+                    == namespace
+                ),
+                None,
+            )
+        uid = meta(named).get("uid") if named is not None else None
+        if uid:
+            involved["uid"] = uid
 
     def create(self, resource: ResourceType, namespace: str, body: Json) -> Json:
         with self._lock:
@@ -292,6 +354,8 @@ class ClusterState:
             obj = copy.deepcopy(self._current(resource, namespace, name))
         if resource.kind == "PodDisruptionBudget":
             obj["status"] = self.pdb_status(obj)
+        if resource.kind == "Job":
+            obj["status"] = self.job_status(obj)
         return obj
 
     def list(
@@ -339,6 +403,9 @@ class ClusterState:
         if resource.kind == "PodDisruptionBudget":
             for item in items:
                 item["status"] = self.pdb_status(item)
+        if resource.kind == "Job":
+            for item in items:
+                item["status"] = self.job_status(item)
         return items, rv, following
 
     def list_page_encoded(
@@ -362,14 +429,16 @@ class ClusterState:
     def _encoded(self, resource: ResourceType, obj: Json) -> bytes:
         metadata = meta(obj)
         key = (resource.kind, str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-        # A budget's status follows its pods, so any pod write makes it a new version.
-        pods = self._pods_version if resource.kind == "PodDisruptionBudget" else 0
+        # A budget's or a Job's status follows its pods: any pod write makes it a new version.
+        pods = self._pods_version if resource.kind in ("PodDisruptionBudget", "Job") else 0
         version = (id(obj), str(metadata.get("resourceVersion", "")), pods)
         cached = self._encodings.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
         if resource.kind == "PodDisruptionBudget":
             obj = {**obj, "status": self.pdb_status(obj)}
+        if resource.kind == "Job":
+            obj = {**obj, "status": self.job_status(obj)}
         encoded = json.dumps(obj).encode()
         self._encodings[key] = (version, encoded)
         return encoded
@@ -492,6 +561,42 @@ class ClusterState:
             )
             disrupted = len(self._disrupted.get((namespace, name_of(pdb)), []))
         return budget_status(pdb, pods, disrupted)
+
+    def job_status(self, job: Json) -> Json:
+        """A Job's pod counts, recomputed on read as the Job controller keeps them current
+        (`active`: not finished and not terminating, `ready`, `succeeded`, `failed`); the rest
+        of its status (startTime, conditions) as stored."""
+        namespace, uid = namespace_of(job), str(meta(job).get("uid", ""))
+        status = dict(status_of(job))
+        counts = {"active": 0, "ready": 0, "succeeded": 0, "failed": 0}
+        with self._lock:
+            keys = self._sorted_keys(BY_KIND["Pod"])
+            start = bisect.bisect_left(keys, (namespace, ""))
+            end = bisect.bisect_left(keys, (namespace + "\x00", ""))
+            objects = self._objects[BY_KIND["Pod"]]
+            for key in keys[start:end]:
+                pod = objects[key]
+                refs = meta(pod).get("ownerReferences") or []
+                if not any(r.get("uid") == uid and r.get("controller") for r in refs):
+                    continue
+                phase = status_of(pod).get("phase")
+                if phase == "Succeeded":
+                    counts["succeeded"] += 1
+                elif phase == "Failed":
+                    counts["failed"] += 1
+                elif not meta(pod).get("deletionTimestamp"):
+                    counts["active"] += 1
+                    conditions = status_of(pod).get("conditions") or []
+                    if any(
+                        c.get("type") == "Ready" and c.get("status") == "True" for c in conditions
+                    ):
+                        counts["ready"] += 1
+        for counted_as, value in counts.items():
+            if value or counted_as == "ready":
+                status[counted_as] = value
+            else:
+                status.pop(counted_as, None)
+        return status
 
     def _covering_pdbs(self, pod: Json) -> builtins.list[Json]:
         return [

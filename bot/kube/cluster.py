@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config.incluster_config import InClusterConfigLoader
 from kubernetes.watch.watch import iter_resp_lines
 
 from bot.errors import (
@@ -33,6 +36,9 @@ from bot.kube.objects import Obj, meta
 from bot.ports import Kind
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+SERVICEACCOUNT_DIR_ENV = "GPUBOT_SERVICEACCOUNT_DIR"
+"""Where `in_cluster` reads the ServiceAccount's token and CA, when not from the standard
+mount (set for `gpubot serve --in-cluster` against the simulator)."""
 
 
 @contextmanager
@@ -101,8 +107,20 @@ class KubeCluster:
 
     @classmethod
     def for_url(cls, url: str) -> KubeCluster:
+        """An API server by URL. The URL may carry what a kubeconfig would, as query
+        parameters (as a libpq connection URI carries `sslrootcert`):
+        `certificate-authority=FILE` (the CA that signed the server's certificate, instead of
+        the system's) and `token-file=FILE` (a bearer token). The simulator's `url` is such a
+        connection URL; `--kube-url` takes one."""
+        parts = urlsplit(url)
+        params = dict(parse_qsl(parts.query))
         configuration = client.Configuration()
-        configuration.host = url
+        configuration.host = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        if params.get("certificate-authority"):
+            configuration.ssl_ca_cert = params["certificate-authority"]
+        if params.get("token-file"):
+            token = Path(params["token-file"]).read_text().strip()
+            configuration.api_key = {"authorization": f"Bearer {token}"}
         return cls(client.ApiClient(configuration))
 
     @classmethod
@@ -117,12 +135,56 @@ class KubeCluster:
 
     @classmethod
     def in_cluster(cls) -> KubeCluster:
+        """The pod's ServiceAccount: KUBERNETES_SERVICE_HOST/PORT and the projected token
+        volume. GPUBOT_SERVICEACCOUNT_DIR names another directory holding its `token` and
+        `ca.crt` than /var/run/secrets/kubernetes.io/serviceaccount (the simulator writes one
+        per ServiceAccount, see docs/simulator.md)."""
         configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        directory = os.environ.get(SERVICEACCOUNT_DIR_ENV)
+        if directory:
+            InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                token_filename=str(Path(directory) / "token"),
+                cert_filename=str(Path(directory) / "ca.crt"),
+            ).load_and_set(client_configuration=configuration)
+        else:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(configuration))
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
+
+    def can_i(
+        self,
+        verb: str,
+        group: str,
+        resource: str,
+        *,
+        subresource: str = "",
+        namespace: str = "",
+        name: str = "",
+    ) -> bool:
+        """A SelfSubjectAccessReview (what `kubectl auth can-i` asks): may these credentials
+        do `verb` on the resource? (bot.kube.permissions lists what gpubot needs.)"""
+        attributes = {
+            "verb": verb,
+            "group": group,
+            "resource": resource,
+            "subresource": subresource,
+            "namespace": namespace,
+            "name": name,
+        }
+        body: dict[str, Any] = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {k: v for k, v in attributes.items() if v}},
+        }
+        reviews: Any = client.AuthorizationV1Api(self._api)
+        with _converted(f"access review: {verb} {resource}"):
+            response = reviews.create_self_subject_access_review(
+                body, _preload_content=False, _request_timeout=self._timeout
+            )
+            review: Obj = json.loads(response.data)
+        return bool((review.get("status") or {}).get("allowed"))
 
     # ---- reads --------------------------------------------------------------------------
 

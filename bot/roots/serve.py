@@ -32,6 +32,7 @@ from bot.evidence.metric_lines import error_lines, lines
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
+from bot.kube.permissions import check_permissions
 from bot.model import Signal
 from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
@@ -165,6 +166,7 @@ def build_replica(
         cluster = KubeCluster.in_cluster()
     else:
         cluster = KubeCluster.from_kubeconfig(kubeconfig)
+    check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
     identity = settings.serve.identity or default_identity()
     evidence_lines, external = _evidence(settings)
     outgoing = _slack_outgoing(settings, store)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +15,8 @@ from gpusim.apiserver import SimulatedApiServer
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState
+from tests.helpers.kubeapi import connection as kept_alive
+from tests.helpers.kubeapi import urlopen
 
 
 @pytest.fixture
@@ -39,10 +40,10 @@ def call(
     data = (
         None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
     )
-    request = urllib.request.Request(api.url + path, data=data, method=method)
-    request.add_header("Content-Type", content_type)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urlopen(
+            api, path, method=method, data=data, headers={"Content-Type": content_type}
+        ) as response:
             return response.status, json.loads(response.read() or b"null")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -220,7 +221,7 @@ def test_eviction_honours_the_pdb_with_the_real_429_body(api: SimulatedApiServer
 
 def _stream(api: SimulatedApiServer, path: str, want: int) -> list[dict[str, Any]]:
     events: list[dict[str, Any]] = []
-    with urllib.request.urlopen(api.url + path, timeout=10) as response:
+    with urlopen(api, path) as response:
         for line in response:
             events.append(json.loads(line))
             if len(events) >= want:
@@ -379,18 +380,17 @@ def test_every_page_reports_the_first_pages_version(api: SimulatedApiServer) -> 
 def test_an_error_before_the_body_is_read_does_not_poison_the_connection(
     api: SimulatedApiServer,
 ) -> None:
-    import http.client
-
-    connection = http.client.HTTPConnection("127.0.0.1", api.port, timeout=10)
+    connection = kept_alive(api)
+    auth = {"Authorization": f"Bearer {api.admin_token}"}
     connection.request(
         "POST",
         "/api/v1/namespaces/ml/pods/p/binding",
         body=json.dumps({"x": 1}),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **auth},
     )
     first = connection.getresponse()
     assert first.status == 404 and json.loads(first.read())["kind"] == "Status"
-    connection.request("GET", "/api/v1/nodes/gpu-a1")
+    connection.request("GET", "/api/v1/nodes/gpu-a1", headers=auth)
     second = connection.getresponse()
     assert second.status == 200 and json.loads(second.read())["metadata"]["name"] == "gpu-a1"
     connection.close()

@@ -85,10 +85,22 @@ def write_settings(path: Path) -> Path:
     return path
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBOT_")}
     env["GPUBOT_SERVE__BEARER_TOKEN"] = TOKEN
+    env.update(extra or {})
     return env
+
+
+def in_cluster(server: SimulatedApiServer, namespace: str, name: str) -> dict[str, str]:
+    """The environment of a pod running as the ServiceAccount namespace/name on the simulated
+    cluster: the API's host and port, and (instead of the kubelet's mount at
+    /var/run/secrets/kubernetes.io/serviceaccount) the account's projected token volume."""
+    return {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+        "GPUBOT_SERVICEACCOUNT_DIR": str(server.service_account_dir(namespace, name)),
+    }
 
 
 @dataclass
@@ -153,8 +165,12 @@ class Gpubot:
     store_url: str
     started: list[Serve] = field(default_factory=list)
 
-    def serve(self, identity: str, *, watch: bool = False) -> Serve:
-        """Starts a replica; `Serve.wait_listening` waits for it."""
+    def serve(
+        self, identity: str, *, watch: bool = False, env: dict[str, str] | None = None
+    ) -> Serve:
+        """Starts a replica; `Serve.wait_listening` waits for it. With `env` naming
+        KUBERNETES_SERVICE_HOST (see `in_cluster`), it runs `--in-cluster` instead of
+        `--kube-url`."""
         n = len(self.started)
         out, err = self.tmp_path / f"serve-{n}-{identity}.out", self.tmp_path / f"serve-{n}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
@@ -168,8 +184,11 @@ class Gpubot:
                     str(self.config),
                     "--port",
                     "0",
-                    "--kube-url",
-                    self.kube_url,
+                    *(
+                        ["--in-cluster"]
+                        if env and "KUBERNETES_SERVICE_HOST" in env
+                        else ["--kube-url", self.kube_url]
+                    ),
                     "--store-url",
                     self.store_url,
                     "--identity",
@@ -179,14 +198,16 @@ class Gpubot:
                 stdin=subprocess.DEVNULL,
                 stdout=stdout,
                 stderr=stderr,
-                env=_env(),
+                env=_env(env),
             )
         served = Serve(identity, process, out, err)
         self.started.append(served)
         return served
 
-    def start(self, identity: str, *, watch: bool = False) -> Serve:
-        served = self.serve(identity, watch=watch)
+    def start(
+        self, identity: str, *, watch: bool = False, env: dict[str, str] | None = None
+    ) -> Serve:
+        served = self.serve(identity, watch=watch, env=env)
         served.wait_listening()
         return served
 
