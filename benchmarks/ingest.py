@@ -56,6 +56,7 @@ from bot.chat.console import ConsoleChat
 from bot.config import Settings
 from bot.model import ActionRequest, Diagnosis, Incident, Lang
 from bot.roots import serve as runtime
+from gpusim.launching import inject_remote
 from tests.helpers.servers import alertmanager_server
 
 TOKEN = "bench-token"
@@ -308,7 +309,6 @@ def latency(nodes: int) -> list[float]:
     with (
         tempfile.TemporaryDirectory(prefix="gpubot-latency-") as tmp,
         simulator(nodes) as kube_url,
-        httpx.Client(timeout=30) as control,
     ):
         settings = Settings.model_validate(
             {
@@ -331,12 +331,8 @@ def latency(nodes: int) -> list[float]:
             with httpx.Client(timeout=30, headers=headers) as client:
                 for index in range(nodes):
                     node = f"gpu-a{index + 1}"
-                    injected = control.post(
-                        kube_url + "/_sim/faults",
-                        json={"fault": "xid", "node": node, "params": {"code": 79, "gpu": 3}},
-                    )
-                    injected.raise_for_status()
-                    body = json.dumps(injected.json()["payload"]).encode()
+                    injected = inject_remote(kube_url, "xid", node, {"code": 79, "gpu": 3})
+                    body = json.dumps(injected["payload"]).encode()
                     sent = time.perf_counter()
                     answer = client.post(url, content=body)
                     if answer.status_code != 200:

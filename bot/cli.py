@@ -33,6 +33,7 @@ from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.roots import offline
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager.payloads import load_alerts_file
+from bot.sources.alertmanager.understanding import alert_mapping
 
 app = typer.Typer(
     help="gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes.",
@@ -175,7 +176,7 @@ def diagnose_command(
     nodes = inputs.snapshot
     signals = list(inputs.signals)
     for path in alerts or []:
-        signals.extend(load_alerts_file(path, settings.node_labels))
+        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
     ruleset = offline.load_ruleset(settings, [rules] if rules else None)
     moment = now or inputs.collected_at or utcnow()
     if moment.tzinfo is None:

@@ -179,12 +179,35 @@ class ServeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    host: str = "0.0.0.0"
+    host: str = "127.0.0.1"
+    """The address to listen on. Loopback by default: a bare `gpubot serve` on a laptop or a
+    shared host is not reachable from elsewhere until someone decides it should be. In a
+    container, listen on every address (`0.0.0.0`): the Helm chart sets it
+    (`helm/gpubot/templates/_helpers.tpl`); with plain `docker run`/`podman run`, set
+    `GPUBOT_SERVE__HOST=0.0.0.0`. See docs/hardening.md."""
     port: int = Field(default=8080, ge=0, le=65535)
     bearer_token: SecretStr | None = None
     """The webhook's token (`GPUBOT_SERVE__BEARER_TOKEN`); or read from `bearer_token_file`."""
     bearer_token_file: Path | None = None
+    metrics_token: SecretStr | None = None
+    """When set, `/metrics` asks for `Authorization: Bearer <token>` (Prometheus'
+    `authorization` in its scrape config); open when unset. `/healthz` and `/readyz` stay
+    open for probes: they say nothing of where anything is."""
     max_body_bytes: int = Field(default=1024 * 1024, gt=0)
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A connection must send a request's headers within this (of opening, or of the last
+    response), or it is closed."""
+    body_timeout_s: float = Field(default=10.0, gt=0)
+    """A request body not complete within this is answered 408 and its connection closed."""
+    keep_alive_s: int = Field(default=5, gt=0)
+    """An idle kept-alive connection is closed after this."""
+    store_deadline_s: float = Field(default=5.0, gt=0)
+    """A webhook delivery the store has not committed within this is answered 503 with
+    Retry-After (Alertmanager sends it again) instead of waiting behind a lock."""
+    kube_timeout_s: float = Field(default=10.0, gt=0)
+    """Each Kubernetes API request's timeout (connect and read; watches read longer)."""
+    kube_probe_ttl_s: float = Field(default=5.0, ge=0)
+    """`/readyz` asks the Kubernetes API (`GET /version`) at most this often."""
     identity: str | None = None
     """This replica's name in the leader Lease; defaults to the host name and process id."""
     lease_namespace: str = NAMESPACE
@@ -256,6 +279,8 @@ class SlackSettings(BaseModel):
     groups_ttl_s: float = Field(default=60.0, gt=0)
     snooze_s: int = Field(default=3600, gt=0)
     max_body_bytes: int = Field(default=256 * 1024, gt=0)
+    timeout_s: int = Field(default=10, gt=0)
+    """Each Slack Web API call's timeout (the outbox tries again later)."""
 
 
 class Settings(BaseSettings):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -138,7 +138,20 @@ class SplitDeliveries:
     deliveries: int
     signals: list[Signal]  # new to the store, in the order they were delivered
     duplicates: int  # signals the store already had
-    dropped: int  # deliveries that could not be split
+    dropped: int  # deliveries that could not be split: quarantined (kept, never split again)
+    quarantined: list[tuple[int, str]] = field(default_factory=list)
+    """(delivery id, why) of each delivery this split quarantined."""
+
+
+@dataclass(frozen=True)
+class QuarantinedDelivery:
+    """A webhook delivery that could not be split: kept as received, passed over since."""
+
+    id: int
+    source: str
+    received_at: datetime
+    quarantined_at: datetime
+    reason: str
 
 
 class SignalStore(Protocol):
@@ -163,7 +176,17 @@ class SignalStore(Protocol):
         self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
     ) -> SplitDeliveries:
         """Turns up to `limit` stored deliveries, oldest first, into signals (`add_signals`'
-        dedup) and forgets them, in one transaction: each is split exactly once."""
+        dedup) and forgets them, in one transaction: each is split exactly once. One that
+        cannot be split (`split` raises, or the database refuses its signals) is quarantined
+        instead, and never holds up the ones behind it."""
+        ...
+
+    def deliveries_waiting(self) -> int:
+        """Deliveries stored and not yet split (quarantined ones are not waiting)."""
+        ...
+
+    def quarantined_deliveries(self, limit: int = 100) -> list[QuarantinedDelivery]:
+        """Deliveries set aside because they could not be split, oldest first."""
         ...
 
     def active_signals(self, limit: int = 20000) -> list[Signal]:

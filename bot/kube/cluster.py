@@ -3,12 +3,20 @@
 Objects travel as the API server's JSON (`_preload_content=False`), the same shape the
 snapshot parser reads, so live facts and offline snapshots go through one code path. Every
 `ApiException` and transport failure becomes one of gpubot's own errors, once, here.
+
+Every request has a timeout (`request_timeout_s`; a watch reads for its own length plus it),
+and urllib3's own retries are off: they doubled the time a request could take and logged a
+warning line per attempt (hundreds in an outage). The callers retry, each on its own
+schedule (informers, leader election, the next pass). An outage is told once instead: one
+warning when the API server stops answering, one line when it is back (`Outage`), and
+`unreachable` answers `/readyz` with a reason that names no URL.
 """
 
 from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -34,6 +42,9 @@ from bot.errors import (
 )
 from bot.kube.objects import Obj, meta
 from bot.ports import Kind
+from bot.process.health import Outage
+
+log = logging.getLogger("gpubot.kube")
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 SERVICEACCOUNT_DIR_ENV = "GPUBOT_SERVICEACCOUNT_DIR"
@@ -41,14 +52,56 @@ SERVICEACCOUNT_DIR_ENV = "GPUBOT_SERVICEACCOUNT_DIR"
 mount (set for `gpubot serve --in-cluster` against the simulator)."""
 
 
+def short_reason(exc: BaseException) -> str:
+    """Why a request failed, in a few words that name no URL, host or port: for `/readyz`,
+    which anyone may read, and for the one line an outage gets in the log."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason or ''}".strip()
+    if isinstance(exc, urllib3.exceptions.NameResolutionError):
+        return "host name does not resolve"
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return "TLS error"
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror.lower()
+        return "cannot connect"
+    if isinstance(exc, urllib3.exceptions.ConnectTimeoutError):
+        return "connect timed out"
+    if isinstance(exc, urllib3.exceptions.ReadTimeoutError):
+        return "read timed out"
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return "connection broken"
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return short_reason(exc.reason)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return type(exc).__name__
+
+
 @contextmanager
-def _converted(what: str) -> Iterator[None]:
+def _converted(what: str, outage: Outage | None = None) -> Iterator[None]:
+    """The client's errors as gpubot's; with `outage`, a transport failure (nothing answered)
+    begins one and any answer ends it."""
     try:
         yield
     except ApiException as exc:
+        if outage is not None:
+            outage.up()
         raise _from_api_exception(exc, what) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
+        if outage is not None:
+            outage.down(short_reason(exc))
         raise TemporaryError(f"{what}: {exc}") from exc
+    if outage is not None:
+        outage.up()
+
+
+def _configured(configuration: client.Configuration) -> client.Configuration:
+    """No urllib3 retries: each caller retries on its own schedule, and urllib3's log a
+    warning line per attempt."""
+    configuration.retries = False
+    return configuration
 
 
 def _status_message(exc: ApiException) -> str:
@@ -95,7 +148,10 @@ def _from_api_exception(exc: ApiException, what: str) -> GpubotError:
 
 
 class KubeCluster:
-    """Talks to one API server: in-cluster, a kubeconfig, or a URL (the simulator)."""
+    """Talks to one API server: in-cluster, a kubeconfig, or a URL (the simulator).
+
+    Owns the client, the request timeout and whether the API server is in an outage (told
+    once, `Outage`). Never retries a request itself: its callers do, on their schedules."""
 
     def __init__(self, api_client: client.ApiClient, request_timeout_s: float = 10.0) -> None:
         self._api = api_client
@@ -103,10 +159,12 @@ class KubeCluster:
         self._apps = client.AppsV1Api(api_client)
         self._policy = client.PolicyV1Api(api_client)
         self._coordination = client.CoordinationV1Api(api_client)
+        self._version = client.VersionApi(api_client)
         self._timeout = request_timeout_s
+        self.outage = Outage("kubernetes api", log, down_as="unreachable")
 
     @classmethod
-    def for_url(cls, url: str) -> KubeCluster:
+    def for_url(cls, url: str, request_timeout_s: float = 10.0) -> KubeCluster:
         """An API server by URL. The URL may carry what a kubeconfig would, as query
         parameters (as a libpq connection URI carries `sslrootcert`):
         `certificate-authority=FILE` (the CA that signed the server's certificate, instead of
@@ -121,20 +179,22 @@ class KubeCluster:
         if params.get("token-file"):
             token = Path(params["token-file"]).read_text().strip()
             configuration.api_key = {"authorization": f"Bearer {token}"}
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(_configured(configuration)), request_timeout_s)
 
     @classmethod
-    def from_kubeconfig(cls, path: Path | None = None, context: str | None = None) -> KubeCluster:
+    def from_kubeconfig(
+        cls, path: Path | None = None, context: str | None = None, request_timeout_s: float = 10.0
+    ) -> KubeCluster:
         configuration = client.Configuration()
         config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=str(path) if path else None,
             context=context,
             client_configuration=configuration,
         )
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(_configured(configuration)), request_timeout_s)
 
     @classmethod
-    def in_cluster(cls) -> KubeCluster:
+    def in_cluster(cls, request_timeout_s: float = 10.0) -> KubeCluster:
         """The pod's ServiceAccount: KUBERNETES_SERVICE_HOST/PORT and the projected token
         volume. GPUBOT_SERVICEACCOUNT_DIR names another directory holding its `token` and
         `ca.crt` than /var/run/secrets/kubernetes.io/serviceaccount (the simulator writes one
@@ -148,7 +208,25 @@ class KubeCluster:
             ).load_and_set(client_configuration=configuration)
         else:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(configuration))
+        return cls(client.ApiClient(_configured(configuration)), request_timeout_s)
+
+    def unreachable(self, timeout_s: float = 2.0) -> str | None:
+        """None when the API server answers `GET /version` (open to every client, the
+        cheapest request there is) within `timeout_s`; else why not, as `/readyz` says it:
+        "kubernetes api unreachable: connection refused", no URL."""
+        try:
+            with _converted("GET /version", self.outage):
+                response: Any = self._version.get_code(
+                    _preload_content=False, _request_timeout=timeout_s
+                )
+                response.read()  # a few bytes; read, so the connection can be used again
+                response.release_conn()
+        except GpubotError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ApiException):
+                return f"kubernetes api answers {short_reason(cause)}"
+            return f"kubernetes api unreachable: {short_reason(cause or exc)}"
+        return None
 
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
@@ -230,7 +308,7 @@ class KubeCluster:
         lister = self._lister(kind, namespace)
         items: list[Obj] = []
         token: str | None = None
-        with _converted(f"list {kind}"):
+        with _converted(f"list {kind}", self.outage):
             while True:
                 response = lister(
                     label_selector=label_selector or None,
@@ -262,7 +340,7 @@ class KubeCluster:
         # Raw lines rather than kubernetes.watch.Watch: it deserialises every object into
         # models (slow, memory-hungry at 100,000 pods) and mishandles ERROR events raw.
         lister = self._lister(kind, namespace)
-        with _converted(f"watch {kind}"):
+        with _converted(f"watch {kind}", self.outage):
             response = lister(
                 watch=True,
                 resource_version=resource_version or None,
@@ -274,7 +352,7 @@ class KubeCluster:
                 _request_timeout=(self._timeout, timeout_s + self._timeout),
             )
         try:
-            with _converted(f"watch {kind}"):
+            with _converted(f"watch {kind}", self.outage):
                 for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
                     if not line:
                         continue
@@ -304,7 +382,7 @@ class KubeCluster:
             "ReplicaSet": lambda **kw: apps.read_namespaced_replica_set(name, namespace, **kw),
             "Lease": lambda **kw: self._coordination.read_namespaced_lease(name, namespace, **kw),
         }
-        with _converted(f"get {kind} {namespace + '/' if namespace else ''}{name}"):
+        with _converted(f"get {kind} {namespace + '/' if namespace else ''}{name}", self.outage):
             response = readers[kind](_preload_content=False, _request_timeout=self._timeout)
             obj: Obj = json.loads(response.data)
             return obj
@@ -312,7 +390,7 @@ class KubeCluster:
     # ---- writes -------------------------------------------------------------------------
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
-        with _converted(f"patch node {name}"):
+        with _converted(f"patch node {name}", self.outage):
             response: Any = self._core.patch_node(
                 name,
                 dict(patch),
@@ -332,13 +410,13 @@ class KubeCluster:
             if grace_period_s is not None
             else None,
         )
-        with _converted(f"eviction of pod {namespace}/{name}"):
+        with _converted(f"eviction of pod {namespace}/{name}", self.outage):
             self._core.create_namespaced_pod_eviction(
                 name, namespace, body, _preload_content=False, _request_timeout=self._timeout
             )
 
     def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
-        with _converted(f"delete pod {namespace}/{name}"):
+        with _converted(f"delete pod {namespace}/{name}", self.outage):
             self._core.delete_namespaced_pod(
                 name,
                 namespace,
@@ -353,7 +431,7 @@ class KubeCluster:
             "Lease": self._coordination.create_namespaced_lease,
         }
         name = str(meta(body).get("name", ""))
-        with _converted(f"create {kind} {namespace}/{name}"):
+        with _converted(f"create {kind} {namespace}/{name}", self.outage):
             response = creators[kind](
                 namespace, dict(body), _preload_content=False, _request_timeout=self._timeout
             )
@@ -364,7 +442,7 @@ class KubeCluster:
         replacers: dict[str, Callable[..., Any]] = {
             "Lease": self._coordination.replace_namespaced_lease,
         }
-        with _converted(f"replace {kind} {namespace}/{name}"):
+        with _converted(f"replace {kind} {namespace}/{name}", self.outage):
             response = replacers[kind](
                 name, namespace, dict(body), _preload_content=False, _request_timeout=self._timeout
             )
@@ -372,7 +450,7 @@ class KubeCluster:
             return obj
 
     def pod_log(self, namespace: str, name: str, container: str | None = None) -> str:
-        with _converted(f"log of pod {namespace}/{name}"):
+        with _converted(f"log of pod {namespace}/{name}", self.outage):
             response: Any = self._core.read_namespaced_pod_log(
                 name,
                 namespace,

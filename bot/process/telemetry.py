@@ -49,7 +49,14 @@ class Telemetry:
         )
         self.deliveries_dropped = Counter(
             "gpubot_deliveries_dropped_total",
-            "Stored webhook deliveries that could not be split into signals (logged).",
+            "Stored webhook deliveries that could not be split into signals: the same count "
+            "as gpubot_deliveries_quarantined_total (its name before deliveries were kept).",
+            registry=r,
+        )
+        self.deliveries_quarantined = Counter(
+            "gpubot_deliveries_quarantined_total",
+            "Stored webhook deliveries that could not be split into signals: kept in the "
+            "store, set aside (never split again, never in the way of others), logged.",
             registry=r,
         )
         self.webhook_duration = Histogram(

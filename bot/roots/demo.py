@@ -36,6 +36,7 @@ from bot.names import GPUBOT
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+from bot.sources.alertmanager.understanding import alert_mapping
 from bot.sources.watches import KubeSignals
 from bot.store.sql import SqlStore
 from gpusim import faults
@@ -146,7 +147,7 @@ def run(
             out.step(step.title)
             result = faults.inject(store, step.fault, step.node, utcnow(), **step.params)
             payload = validate_payload(result.payload(), "simulated Alertmanager")
-            alerts += signals_from_payload(payload, settings.node_labels)
+            alerts += signals_from_payload(payload, settings.node_labels, alert_mapping(settings))
             time.sleep(pause_s)  # let the watches deliver
             with lock:
                 fresh, seen[:] = list(seen), []

@@ -379,7 +379,8 @@ class _Script:
             self.wait_for(step)
 
     def create(self, manifest: dict[str, Any]) -> None:
-        """POST the object to the simulated API server, as `kubectl create -f` does."""
+        """POST the object to the simulated API server as its admin, over its TLS, as
+        `kubectl create -f` does."""
         kind = str(manifest["kind"])
         resource = BY_KIND.get(kind)
         if resource is None:
@@ -387,14 +388,19 @@ class _Script:
         namespace = str(manifest["metadata"].get("namespace") or "default")
         prefix = f"/apis/{resource.api_version}" if resource.group else "/api/v1"
         scope = f"/namespaces/{namespace}" if resource.namespaced else ""
+        api = self.world.simulation.api
         request = urllib.request.Request(
-            f"{self.world.simulation.api.url}{prefix}{scope}/{resource.plural}",
+            f"{api.address}{prefix}{scope}/{resource.plural}",
             data=json.dumps({"apiVersion": resource.api_version, **manifest}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {api.admin_token}",
+            },
             method="POST",
         )
+        context = api.credentials.client_context()
         try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
                 answer.read()
         except urllib.error.HTTPError as refused:
             detail = refused.read().decode(errors="replace")[:300]

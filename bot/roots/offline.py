@@ -29,6 +29,7 @@ from bot.rules.testing import (
     load_test_file,
 )
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+from bot.sources.alertmanager.understanding import alert_mapping
 
 
 def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:
@@ -125,7 +126,7 @@ def build_case(test: RuleTest, base_dir: Path, settings: Settings) -> tuple[Snap
         f"{test.name}: alerts",
     )
     return parse_snapshot(edited, test.snapshot), signals_from_payload(
-        payload, settings.node_labels
+        payload, settings.node_labels, alert_mapping(settings)
     )
 
 

@@ -37,7 +37,8 @@ from bot.model import Signal
 from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
-from bot.process.http import build_app
+from bot.process.health import Probe
+from bot.process.http import build_app, server_config
 from bot.process.leader import LeaderElector, LeaseConfig
 from bot.process.schedule import Scheduler
 from bot.process.telemetry import Telemetry
@@ -46,6 +47,7 @@ from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.endpoint import WebSettings
 from bot.sources.alertmanager.inbox import Inbox
+from bot.sources.alertmanager.understanding import alert_mapping
 from bot.sources.watches import KubeSignals
 from bot.store.sql import SqlStore
 
@@ -156,16 +158,18 @@ def build_replica(
             "runs without credentials",
         )
     _check_slack(settings)
+    mapping = alert_mapping(settings)  # a broken alerts_file is a start-up error
     if settings.schedule.digest_at is not None:
         # A bad time or zone is a start-up error, not a digest that never comes.
         next_run(utcnow(), settings.schedule.digest_at, settings.schedule.digest_tz)
     store = SqlStore.open(settings.store_url)
+    timeout_s = settings.serve.kube_timeout_s
     if kube_url:
-        cluster = KubeCluster.for_url(kube_url)
+        cluster = KubeCluster.for_url(kube_url, timeout_s)
     elif in_cluster:
-        cluster = KubeCluster.in_cluster()
+        cluster = KubeCluster.in_cluster(timeout_s)
     else:
-        cluster = KubeCluster.from_kubeconfig(kubeconfig)
+        cluster = KubeCluster.from_kubeconfig(kubeconfig, request_timeout_s=timeout_s)
     check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
     identity = settings.serve.identity or default_identity()
     evidence_lines, external = _evidence(settings)
@@ -190,17 +194,24 @@ def build_replica(
     )
     holder: list[LeaderElector] = []
     telemetry = Telemetry()
+    chat = chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
     service = Service(
         settings=settings,
         rules=load_ruleset(settings),
         store=store,
         cluster=cluster,
-        chat=chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang)),
+        chat=chat,
         executor=executor,
         clock=utcnow,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence_lines,
-        inbox=Inbox(store, settings.node_labels, telemetry),
+        inbox=Inbox(
+            store,
+            settings.node_labels,
+            telemetry,
+            on_quarantine=quarantine_notice(chat),
+            mapping=mapping,
+        ),
         telemetry=telemetry,
     )
     executor.notify = service.on_timeline  # drain progress into the incident's thread
@@ -226,14 +237,36 @@ def build_replica(
     )
     web = build_app(
         store,
-        WebSettings.from_settings(settings, bearer_token=token, max_body_bytes=s.max_body_bytes),
+        WebSettings.from_settings(
+            settings,
+            bearer_token=token,
+            max_body_bytes=s.max_body_bytes,
+            body_timeout_s=s.body_timeout_s,
+            store_deadline_s=s.store_deadline_s,
+            metrics_token=s.metrics_token.get_secret_value() if s.metrics_token else None,
+        ),
         service.on_delivery,
         metrics=telemetry,
         extra_routes=(
-            slack.interactions.routes() if slack is not None and slack.socket is None else ()
+            slack.interactions.routes(body_timeout_s=s.body_timeout_s)
+            if slack is not None and slack.socket is None
+            else ()
         ),
+        probes=[
+            Probe(
+                "kubernetes api",
+                lambda: cluster.unreachable(min(2.0, s.kube_timeout_s)),
+                ttl_s=s.kube_probe_ttl_s,
+            )
+        ],
     )
-    config = uvicorn.Config(web, host=s.host, port=s.port, log_level="warning", lifespan="off")
+    config = server_config(
+        web,
+        s.host,
+        s.port,
+        header_timeout_s=s.header_timeout_s,
+        keep_alive_s=s.keep_alive_s,
+    )
     return Replica(
         settings,
         store,
@@ -245,6 +278,19 @@ def build_replica(
         uvicorn.Server(config),
         slack,
     )
+
+
+def quarantine_notice(chat: Chat) -> Callable[[int, str], None]:
+    """What the inbox calls when it sets a webhook delivery aside: a notice in the chat, so
+    a person looks at what was accepted and never diagnosed."""
+
+    def notice(delivery_id: int, why: str) -> None:
+        chat.post_notice(
+            f"webhook delivery {delivery_id} could not be split into alerts and was set aside "
+            f"(kept in the store, not diagnosed; the deliveries after it go on): {why[:300]}"
+        )
+
+    return notice
 
 
 def _check_slack(settings: Settings) -> None:

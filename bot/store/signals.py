@@ -6,25 +6,29 @@ writes take SQLite's write turn (`Database.write_tx`) and are shaped for it: one
 statement run as executemany, parsing done outside the transaction.
 
 What it must never do: lose or double an accepted alert (a delivery is split exactly once, a
-signal kept once by its dedup key, also with replicas at it together), hold the write turn
-while bodies are parsed, or judge what a signal means (that is the diagnosis').
+signal kept once by its dedup key, also with replicas at it together), let one delivery hold
+up the others (one that cannot be split is quarantined: kept, passed over), hold the write
+turn while bodies are parsed, or judge what a signal means (that is the diagnosis').
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Row
+from sqlalchemy.exc import DBAPIError
 
-from bot.errors import InputError
+from bot.errors import StoreUnavailable
 from bot.model import Signal
-from bot.ports import SignalStore, SplitDeliveries
+from bot.ports import QuarantinedDelivery, SignalStore, SplitDeliveries
 from bot.store.database import Part, insert_once
 from bot.store.tables import deliveries, signals
+
+MAX_REASON = 500
 
 log = logging.getLogger("gpubot.store")
 
@@ -68,9 +72,11 @@ class SqlSignals(Part, SignalStore):
         self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
     ) -> SplitDeliveries:
         """Takes up to `limit` stored deliveries, oldest first, and stores their signals: a
-        delivery is split exactly once, also with replicas at it together. `split` turns a
-        body into signals; one that raises `InputError` is dropped (it passed validation when
-        it was accepted, so only a change of gpubot can do that) and counted."""
+        delivery is split exactly once, also with replicas at it together. One that cannot
+        be split is quarantined (kept, with when and why, and passed over from then on):
+        `split` raised for it (an older gpubot accepted a body this one refuses, or a bug),
+        or the database refused its signals. A store that is down (`StoreUnavailable`)
+        quarantines nothing: the same deliveries are taken again next time."""
         # Read and split outside the write transaction: SQLite has one writer, and the
         # webhook's next insert must not wait while bodies are parsed.
         with self.db.tx() as tx:
@@ -82,45 +88,123 @@ class SqlSignals(Part, SignalStore):
                         deliveries.c.received_at,
                         deliveries.c.body,
                     )
+                    .where(deliveries.c.quarantined_at.is_(None))
                     .order_by(deliveries.c.id)
                     .limit(limit)
                 )
             )
+        if not rows:
+            return SplitDeliveries(deliveries=0, signals=[], duplicates=0, dropped=0)
         split_up: dict[int, list[tuple[Signal, datetime]]] = {}
-        dropped: set[int] = set()
+        refused: dict[int, str] = {}
         for row in rows:
             received_at: datetime = row.received_at
             try:
                 split_up[row.id] = [
                     (signal, received_at) for signal in split(str(row.source), bytes(row.body))
                 ]
-            except InputError:
-                dropped.add(row.id)
-                log.exception("delivery %s (%s) cannot be split: dropped", row.id, row.source)
-        if not rows:
-            return SplitDeliveries(deliveries=0, signals=[], duplicates=0, dropped=0)
+            except Exception as exc:  # whatever it is, it must not hold up the others
+                refused[row.id] = _why(exc)
+        try:
+            stored = self._store_split(rows, split_up)
+        except StoreUnavailable:
+            raise
+        except Exception:
+            # The database refused a signal (a value it cannot hold): find whose, one
+            # delivery per transaction, and set that one aside.
+            stored = _Stored()
+            for row in rows:
+                if row.id not in split_up:
+                    continue
+                try:
+                    stored += self._store_split([row], split_up)
+                except StoreUnavailable:
+                    raise
+                except Exception as exc:
+                    refused[row.id] = _why(exc)
+        quarantined = self._quarantine(refused) if refused else []
+        return SplitDeliveries(
+            deliveries=len(rows),
+            signals=stored.new,
+            duplicates=stored.duplicates,
+            dropped=len(quarantined),
+            quarantined=quarantined,
+        )
+
+    def _store_split(
+        self, rows: Sequence[Row[Any]], split_up: dict[int, list[tuple[Signal, datetime]]]
+    ) -> _Stored:
+        """In one transaction: deletes `rows` that were split and stores their signals."""
+        ids = [row.id for row in rows if row.id in split_up]
+        if not ids:
+            return _Stored()
         with self.db.write_tx() as tx:
             # Only the transaction that deletes a delivery stores its signals: a replica
             # splitting the same rows at the same time finds them gone and stores nothing.
             mine: set[int] = set(
                 tx.scalars(
                     sa.delete(deliveries)
-                    .where(deliveries.c.id.in_([row.id for row in rows]))
+                    .where(deliveries.c.id.in_(ids) & deliveries.c.quarantined_at.is_(None))
                     .returning(deliveries.c.id)
                 )
             )
-            found = [pair for id_, pairs in split_up.items() if id_ in mine for pair in pairs]
+            found = [pair for id_ in ids if id_ in mine for pair in split_up[id_]]
             fresh = _add_signals(tx, found) if found else []
-        return SplitDeliveries(
-            deliveries=len(rows),
-            signals=[signal for (signal, _), is_new in zip(found, fresh, strict=True) if is_new],
+        return _Stored(
+            new=[signal for (signal, _), is_new in zip(found, fresh, strict=True) if is_new],
             duplicates=len(found) - sum(fresh),
-            dropped=len(dropped & mine),
         )
 
-    def deliveries_waiting(self) -> int:
+    def _quarantine(self, refused: dict[int, str]) -> list[tuple[int, str]]:
+        """Sets `refused` deliveries aside: (id, why) of those this call set aside (a
+        replica may have split or quarantined one first)."""
+        now = datetime.now(UTC)
+        quarantined: list[tuple[int, str]] = []
+        with self.db.write_tx() as tx:
+            for delivery_id, why in refused.items():
+                done = tx.scalar(
+                    sa.update(deliveries)
+                    .where((deliveries.c.id == delivery_id) & deliveries.c.quarantined_at.is_(None))
+                    .values(quarantined_at=now, quarantine_reason=why)
+                    .returning(deliveries.c.id)
+                )
+                if done is not None:
+                    quarantined.append((delivery_id, why))
+        return quarantined
+
+    def quarantined_deliveries(self, limit: int = 100) -> list[QuarantinedDelivery]:
+        query = (
+            sa.select(
+                deliveries.c.id,
+                deliveries.c.source,
+                deliveries.c.received_at,
+                deliveries.c.quarantined_at,
+                deliveries.c.quarantine_reason,
+            )
+            .where(deliveries.c.quarantined_at.is_not(None))
+            .order_by(deliveries.c.id)
+            .limit(limit)
+        )
         with self.db.tx() as tx:
-            return int(tx.scalar(sa.select(sa.func.count()).select_from(deliveries)) or 0)
+            return [
+                QuarantinedDelivery(
+                    id=row.id,
+                    source=row.source,
+                    received_at=row.received_at,
+                    quarantined_at=row.quarantined_at,
+                    reason=row.quarantine_reason or "",
+                )
+                for row in tx.execute(query)
+            ]
+
+    def deliveries_waiting(self) -> int:
+        query = (
+            sa.select(sa.func.count())
+            .select_from(deliveries)
+            .where(deliveries.c.quarantined_at.is_(None))
+        )
+        with self.db.tx() as tx:
+            return int(tx.scalar(query) or 0)
 
     def signals(self, node: str | None = None, limit: int = 1000) -> list[Signal]:
         query = sa.select(signals.c.payload).order_by(signals.c.id).limit(limit)
@@ -161,9 +245,13 @@ class SqlSignals(Part, SignalStore):
         return [Signal.model_validate(p) for p in reversed(payloads)]
 
     def ping(self) -> None:
-        """Raises `StoreUnavailable` when the database does not answer."""
-        with self.db.tx() as tx:
-            tx.execute(sa.text("SELECT 1"))
+        """Raises `StoreUnavailable` when the database does not answer, saying why in words
+        that name no URL, host, user or database: `/readyz` shows them to anyone."""
+        try:
+            with self.db.tx() as tx:
+                tx.execute(sa.text("SELECT 1"))
+        except StoreUnavailable as exc:
+            raise StoreUnavailable(public_reason(exc)) from exc
 
     def count_signals(self) -> int:
         with self.db.tx() as tx:
@@ -197,3 +285,72 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
         fresh.append(key in stored)
         stored.discard(key)
     return fresh
+
+
+class _Stored:
+    """Signals a split stored: the new ones, in delivery order, and how many were known."""
+
+    def __init__(self, new: list[Signal] | None = None, duplicates: int = 0) -> None:
+        self.new = new or []
+        self.duplicates = duplicates
+
+    def __iadd__(self, other: _Stored) -> _Stored:
+        self.new += other.new
+        self.duplicates += other.duplicates
+        return self
+
+
+def _why(exc: BaseException) -> str:
+    """Why a delivery was quarantined, as text any database and log can hold: a message may
+    quote the delivery itself (a lone surrogate, a NUL), so everything but printable ASCII
+    is escaped, and it is cut to the column."""
+    text = f"{type(exc).__name__}: {exc}"
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    printable = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in escaped)
+    return printable if len(printable) <= MAX_REASON else printable[: MAX_REASON - 1] + "…"
+
+
+def public_reason(exc: StoreUnavailable) -> str:
+    """Why the database does not answer, in words that name no URL, host, user or database
+    (SQLite's messages name none; PostgreSQL's name them all, so they are classified)."""
+    cause = exc.__cause__
+    orig = cause.orig if isinstance(cause, DBAPIError) else None
+    if orig is None:
+        return "no answer"
+    module = type(orig).__module__
+    if module.startswith("sqlite3"):
+        return str(orig).splitlines()[0][:200] if str(orig) else type(orig).__name__
+    sqlstate = getattr(orig, "sqlstate", None)
+    text = str(orig).lower()
+    if isinstance(sqlstate, str) and sqlstate:
+        for prefix, words in _SQLSTATES:
+            if sqlstate.startswith(prefix):
+                return words
+        return f"database error (SQLSTATE {sqlstate})"
+    for needle, words in _CONNECT_FAILURES:
+        if needle in text:
+            return words
+    return "cannot connect"
+
+
+_SQLSTATES = (
+    ("28", "authentication failed"),
+    ("3D", "no such database"),
+    ("55P03", "lock not available"),
+    ("57014", "query timed out"),
+    ("57P", "the server is shutting down or starting"),
+    ("53", "the server is out of resources"),
+    ("08", "connection failed"),
+    ("40", "transaction rolled back (serialization or deadlock)"),
+)
+_CONNECT_FAILURES = (
+    ("timeout", "connection timed out"),
+    ("timed out", "connection timed out"),
+    ("refused", "connection refused"),
+    ("authentication failed", "authentication failed"),
+    ("does not exist", "no such database or user"),
+    ("could not translate host name", "host name does not resolve"),
+    ("name or service not known", "host name does not resolve"),
+    ("closed the connection", "connection lost"),
+    ("ssl", "TLS error"),
+)

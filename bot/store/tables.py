@@ -51,7 +51,8 @@ signals = sa.Table(
 
 # The webhook's inbox: a body is stored as received (one row, before the 200) and split into
 # `signals` by the pipeline, which deletes the row in the same transaction. A row left here by
-# a crash is split at the next start.
+# a crash is split at the next start. One that cannot be split is quarantined: kept, with
+# when and why (migration 0006), and passed over by every later split.
 deliveries = sa.Table(
     "deliveries",
     metadata,
@@ -59,6 +60,8 @@ deliveries = sa.Table(
     sa.Column("source", sa.String(20), nullable=False),
     sa.Column("received_at", UtcDateTime, nullable=False),
     sa.Column("body", sa.LargeBinary, nullable=False),
+    sa.Column("quarantined_at", UtcDateTime, nullable=True),
+    sa.Column("quarantine_reason", sa.String(500), nullable=True),
 )
 
 incidents = sa.Table(

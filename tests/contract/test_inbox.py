@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from bot.model import Signal
 from bot.process.telemetry import Telemetry
 from bot.sources.alertmanager.inbox import SPLIT_BATCH, Inbox
 from bot.store.sql import SqlStore
@@ -91,6 +92,68 @@ def test_a_delivery_that_cannot_be_split_is_dropped_and_counted_the_rest_go_on(
     assert [s.fingerprint for s in new] == ["a", "b"]
     assert sample(telemetry, "gpubot_deliveries_dropped_total") == 2
     assert store.deliveries_waiting() == 0
+
+
+def poisoned(fingerprint: str) -> bytes:
+    """A body an older gpubot let in: a label holding raw surrogate bytes (U+D800 written
+    out as UTF-8), which Python's JSON reader turns into a string no database can hold."""
+    return body(fingerprint).replace(b'"xid": "79"', b'"xid": "\xed\xa0\x80"')
+
+
+def test_a_delivery_that_cannot_be_split_is_quarantined_and_never_blocks_the_ones_behind(
+    store: SqlStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 1: splitting such a delivery raised, and since the oldest delivery is always
+    split first, no delivery after it was ever split again, across sweeps and restarts."""
+    telemetry = Telemetry()
+    told: list[tuple[int, str]] = []
+    inbox = Inbox(store, NODE_LABELS, telemetry, on_quarantine=lambda i, why: told.append((i, why)))
+    poison = store.add_delivery("alertmanager", poisoned("p"), T0)
+    store.add_delivery("alertmanager", body("a"), T0 + timedelta(seconds=1))
+    with caplog.at_level("ERROR", logger="gpubot.inbox"):
+        new = inbox.split()
+    assert [s.fingerprint for s in new] == ["a"]
+    assert [delivery_id for delivery_id, _ in told] == [poison]
+    assert "UTF-8" in told[0][1]
+    assert f"delivery {poison} cannot be split" in caplog.text
+    assert sample(telemetry, "gpubot_deliveries_quarantined_total") == 1
+    assert store.deliveries_waiting() == 0
+    [kept] = store.quarantined_deliveries()
+    assert (kept.id, kept.source, kept.reason) == (poison, "alertmanager", told[0][1])
+    # The next split, and the next process on the same database, pass it over.
+    store.add_delivery("alertmanager", body("b"), T0 + timedelta(seconds=2))
+    assert [s.fingerprint for s in inbox.split()] == ["b"]
+    again = SqlStore.open(store.engine.url.render_as_string(hide_password=False))
+    try:
+        again.add_delivery("alertmanager", body("c"), T0 + timedelta(seconds=3))
+        assert [s.fingerprint for s in Inbox(again, NODE_LABELS).split()] == ["c"]
+        assert [q.id for q in again.quarantined_deliveries()] == [poison]
+    finally:
+        again.close()
+    assert len(told) == 1  # told once, not at every split
+    assert [s.fingerprint for s in store.active_signals()] == ["a", "b", "c"]
+
+
+def test_signals_the_database_refuses_quarantine_their_delivery_alone(store: SqlStore) -> None:
+    """The safety net behind the door: when the write of a batch fails on one delivery's
+    signals, that delivery is found and set aside; the others in the batch are stored."""
+    store.add_delivery("alertmanager", body("a"), T0)
+    bad = store.add_delivery("alertmanager", b"refused by the database", T0)
+    store.add_delivery("alertmanager", body("b"), T0)
+    inbox = Inbox(store, NODE_LABELS)
+
+    def split(source: str, raw: bytes) -> list[Signal]:
+        if raw == b"refused by the database":
+            # A value no driver can encode: what a lone surrogate did before the door.
+            [signal] = inbox._signals(source, body("x"))
+            return [signal.model_copy(update={"name": "GPU\ud800"})]
+        return inbox._signals(source, raw)
+
+    taken = store.split_deliveries(split, limit=10)
+    assert [s.fingerprint for s in taken.signals] == ["a", "b"]
+    assert [delivery_id for delivery_id, _ in taken.quarantined] == [bad]
+    assert taken.quarantined[0][1].startswith("UnicodeEncodeError: ")
+    assert (taken.dropped, store.deliveries_waiting(), store.count_signals()) == (1, 0, 2)
 
 
 def test_two_replicas_splitting_at_once_store_each_signal_once(

@@ -276,6 +276,8 @@ def test_the_deployment_runs_serve_with_its_settings_and_secrets(
     settings = yaml.safe_load(configmap["data"]["settings.yaml"])
     assert settings["serve"]["lease_namespace"] == NAMESPACE
     assert settings["serve"]["port"] == container["ports"][0]["containerPort"]
+    # A bare `gpubot serve` listens on loopback only; the pod must answer on its address.
+    assert settings["serve"]["host"] == "0.0.0.0"
     assert settings["slack"]["mode"] == MATRIX[name].get("slack", {}).get("mode", "http")
     # Every key is one gpubot knows: Settings forbids unknown ones.
     from bot.config import Settings

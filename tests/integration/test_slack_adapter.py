@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import socket
 import threading
 import time
 from collections import Counter
@@ -19,10 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
+import httpx
 import pytest
 import uvicorn
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from slack_bolt import BoltRequest
 from starlette.applications import Starlette
 
@@ -58,6 +64,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.pipeline.service import Service
+from bot.process.http import server_config
 from bot.remediate.approvals import approvals_needed, new_request
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
@@ -74,6 +81,7 @@ from tests.helpers.slack_double import (
     interaction_body,
     post_signed,
     sign,
+    signature,
 )
 
 CHANNEL = "C0GPUALERTS"
@@ -437,6 +445,187 @@ def test_bad_requests_get_401_or_400_and_change_nothing(rig: Rig) -> None:
     assert post(interaction_body(click), timestamp=signed_at) == 401
     rig.settle()
     assert len(rig.double.calls) == answered
+
+
+def _unchanged(rig: Rig, incident: Incident, drain: ActionRequest, calls_before: int) -> None:
+    rig.settle()
+    assert rig.store.votes(drain.id) == []
+    assert rig.sim.store.evictions == []
+    assert rig.store.timeline(incident.id)[-1].kind != "approval"
+    assert len(rig.double.calls) == calls_before
+
+
+def test_a_timestamp_that_is_not_unix_seconds_is_401_not_500(rig: Rig) -> None:
+    """Finding 7: `X-Slack-Request-Timestamp: abc` was answered 500 (slack_sdk's verifier
+    calls int() on it). Each of these is a 401 now, and changes nothing."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    calls_before = len(rig.double.calls)
+    body = interaction_body(
+        rig.double.block_actions(CHANNEL, message["ts"], ALICE, APPROVE_ACTION, drain.id)
+    )
+    for timestamp in ["abc", "", " 1", "1e9", "1.5", "-1", "²", "1²", "9" * 40, "0x10", "nan"]:
+        headers = {**sign(body), "X-Slack-Request-Timestamp": timestamp}
+        headers["X-Slack-Signature"] = signature(body, SIGNING_SECRET, timestamp)
+        assert post_signed(rig.url, body, headers=headers)[0] == 401, repr(timestamp)
+    _unchanged(rig, incident, drain, calls_before)
+
+
+def test_a_forged_request_is_one_short_log_line_without_its_body(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 8: slack_bolt logged the full body of every forged request at INFO (20 forged
+    240 KB requests added 4.8 MB of log). Now: one short line each, no body, no signature."""
+    marker = "FORGED-BODY-MARKER"
+    forged = "payload=" + (marker + "x" * 1000) * 240
+    assert len(forged) > 240_000
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(20):
+            status, _, _ = post_signed(rig.url, forged, secret="not-the-signing-secret")
+            assert status == 401
+        garbled = {"X-Slack-Request-Timestamp": "abc", "X-Slack-Signature": "v0=" + "0" * 64}
+        assert post_signed(rig.url, forged, headers=garbled)[0] == 401
+    lines = [r for r in caplog.records if "Slack request" in r.getMessage()]
+    assert len(lines) == 21
+    assert all(len(r.getMessage()) < 200 for r in lines)
+    assert marker not in caplog.text
+    assert "v0=" not in caplog.text
+    assert len(caplog.text) < 21 * 300, f"{len(caplog.text)} bytes of log for 21 forgeries"
+
+
+def test_handling_a_click_leaves_gpubots_own_loggers_alone(rig: Rig) -> None:
+    """bolt configures the logger named after its app at every request (level copied from
+    its base logger, or the root's). Named "gpubot", it reset every gpubot logger's level:
+    with a quiet base logger, the log lost every INFO line of gpubot's."""
+    incident, _ = rig.alert_xid79()
+    ours = logging.getLogger("gpubot")
+    ours.setLevel(logging.NOTSET)
+    message = rig.message_of(str(incident.chat_ref))
+    assert rig.click(ALICE, TIMELINE_ACTION, message, incident.id) == 200
+    rig.settle()
+    assert ours.level == logging.NOTSET
+    assert not ours.disabled
+
+
+def test_a_slack_body_that_never_ends_is_cut_with_408(rig: Rig) -> None:
+    """Finding 6, on Slack's route: a body that stops coming is answered 408 and its
+    connection closed once the body deadline passes."""
+    app = Starlette(routes=build_slack_routes(rig.interactions, body_timeout_s=0.5))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", 0, header_timeout_s=1.0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    _wait(lambda: server.started, what="uvicorn to start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        sock.sendall(
+            b"POST /slack/events HTTP/1.1\r\nHost: gpubot\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 500\r\n\r\np"
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+JSON_TEXT = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+).map(json.dumps)
+SLACK_TIMESTAMPS = st.sampled_from(["now", "stale", "abc", "", "²", "1e9", "-5"]) | st.text(
+    max_size=12
+)
+FORM_FIELDS = st.dictionaries(
+    st.sampled_from(["payload", "command", "text", "user_id", "type", "token", "response_url"])
+    | st.text(max_size=8),
+    st.text(max_size=40) | JSON_TEXT,
+    max_size=5,
+)
+
+
+def _click_shaped(action_id: str, value: str, user: str) -> str:
+    return json.dumps(
+        {
+            "type": "block_actions",
+            "user": {"id": user},
+            "channel": {"id": CHANNEL},
+            "message": {"ts": "1.2"},
+            "actions": [{"action_id": action_id, "value": value}],
+        }
+    )
+
+
+SLACK_BODIES = (
+    st.binary(max_size=400)
+    | FORM_FIELDS.map(lambda fields: urlencode(fields).encode())
+    | st.builds(
+        lambda action, value, user: urlencode(
+            {"payload": _click_shaped(action, value, user)}
+        ).encode(),
+        st.sampled_from([APPROVE_ACTION, DENY_ACTION, SNOOZE_ACTION, TIMELINE_ACTION])
+        | st.text(max_size=20),
+        st.text(max_size=30),
+        st.sampled_from([ALICE, MALLORY]) | st.text(max_size=10),
+    )
+)
+
+
+def test_fuzz_the_slack_endpoint_is_never_a_5xx_and_keeps_answering(rig: Rig) -> None:
+    """Random bodies (raw bytes included), timestamps and signatures at `/slack/events`,
+    signed with the real secret or not: never a 5xx, no vote, and the endpoint still
+    answers a genuine click afterwards."""
+    incident, drain = rig.alert_xid79()
+    codes: dict[int, int] = {}
+
+    with httpx.Client(timeout=10) as client:
+
+        @settings(
+            max_examples=200,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(
+            body=SLACK_BODIES,
+            timestamp=SLACK_TIMESTAMPS,
+            signed=st.booleans(),
+            content_type=st.sampled_from(
+                ["application/x-www-form-urlencoded", "application/json", "text/plain", ""]
+            ),
+        )
+        def post(body: bytes, timestamp: str, signed: bool, content_type: str) -> None:
+            if timestamp == "now":
+                timestamp = str(int(time.time()))
+            elif timestamp == "stale":
+                timestamp = str(int(time.time()) - 600)
+            headers = {  # as bytes: a timestamp may be any text, sent as its UTF-8
+                "Content-Type": content_type.encode(),
+                "X-Slack-Request-Timestamp": timestamp.encode(),
+                "X-Slack-Signature": (
+                    signature(body, SIGNING_SECRET, timestamp) if signed else "v0=" + "ab" * 32
+                ).encode(),
+            }
+            try:
+                response = client.post(rig.url, content=body, headers=headers)
+            except httpx.LocalProtocolError:  # a header httpx itself will not send
+                return
+            codes[response.status_code] = codes.get(response.status_code, 0) + 1
+            assert response.status_code < 500, (response.status_code, response.text, body)
+
+        post()
+    assert codes.get(401, 0) > 0 and codes.get(400, 0) + codes.get(200, 0) > 0, codes
+    rig.settle()
+    assert rig.store.votes(drain.id) == []
+    assert rig.sim.store.evictions == []
+    message = rig.message_of(str(incident.chat_ref))
+    assert rig.click(ALICE, TIMELINE_ACTION, message, incident.id) == 200
 
 
 def test_a_double_click_acts_once(rig: Rig) -> None:

@@ -12,6 +12,8 @@ import base64
 import copy
 import json
 import logging
+import selectors
+import socket
 import sqlite3
 import threading
 import time
@@ -31,7 +33,7 @@ from starlette.types import Message, Scope
 
 from bot.errors import InputError
 from bot.model import Signal
-from bot.process.http import build_app
+from bot.process.http import build_app, server_config
 from bot.process.telemetry import Telemetry
 from bot.sources.alertmanager.endpoint import MiB, WebSettings
 from bot.sources.alertmanager.inbox import Inbox
@@ -635,6 +637,151 @@ def test_text_at_the_stores_limits_is_stored_past_them_is_400(any_store: SqlStor
     assert any_store.count_signals() == 1
 
 
+# ---- hardening: nothing accepted blocks intake, nothing waits without end --------------------
+
+SURROGATE = b"\xed\xa0\x80"  # U+D800 written out as UTF-8 bytes: not UTF-8, not the \\ud800 escape
+
+
+def with_raw(raw: bytes, where: str = "alertname", fingerprint: str = "raw") -> bytes:
+    """A payload whose label `where` (alertname, node: they are columns of their own in the
+    store; v: only in the payload) holds `raw` as it is, bytes and all (JSON cannot carry
+    them escaped: that is the point)."""
+    labels = {"alertname": "X", "node": "n", "v": "v", where: "@@"}
+    body = json.dumps(payload(alert(labels=labels, fingerprint=fingerprint)))
+    return body.encode().replace(b'"@@"', b'"' + raw + b'"')
+
+
+def test_raw_surrogate_bytes_are_a_400_and_the_deliveries_after_them_go_on(
+    any_store: SqlStore,
+) -> None:
+    """Finding 1: a label holding raw surrogate bytes got a 200 and could never be split,
+    and the oldest delivery is split first, so nothing after it was ever split again."""
+    web = Harness(any_store)
+    response = web.post_raw(with_raw(SURROGATE), {**AUTH, "Content-Type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert "not valid UTF-8" in response.json()["error"]
+    assert any_store.deliveries_waiting() == 0
+    for fingerprint in ("after-1", "after-2"):
+        assert web.post(payload(alert(fingerprint=fingerprint))).status_code == 200
+    assert [s.fingerprint for s in web.handed] == ["after-1", "after-2"]
+    assert (any_store.deliveries_waiting(), web.sample("gpubot_signal_handler_errors_total")) == (
+        0,
+        0,
+    )
+
+
+@pytest.fixture
+def table_lock(any_store: SqlStore, tmp_path: Path) -> Iterator[Callable[[], None]]:
+    """Holds a lock on `deliveries` that makes every write wait (SQLite: an exclusive
+    transaction; PostgreSQL: LOCK TABLE), until the returned function is called, or 15 s
+    have passed (so a test of code that waits without end ends)."""
+    released = threading.Event()
+    if any_store.engine.dialect.name == "sqlite":
+        blocker = sqlite3.connect(tmp_path / "gpubot.db", check_same_thread=False)
+        blocker.execute("BEGIN EXCLUSIVE")
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                blocker.rollback()
+                blocker.close()
+
+    else:
+        connection = any_store.engine.connect()
+        transaction = connection.begin()
+        connection.exec_driver_sql("LOCK TABLE deliveries IN ACCESS EXCLUSIVE MODE")
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                transaction.rollback()
+                connection.close()
+
+    timer = threading.Timer(15, release)
+    timer.start()
+    try:
+        yield release
+    finally:
+        timer.cancel()
+        release()
+
+
+def test_a_table_lock_is_a_503_with_retry_after_within_the_store_deadline(
+    any_store: SqlStore, table_lock: Callable[[], None]
+) -> None:
+    """Finding 6: a webhook waited 19 s behind a table lock instead of answering 503."""
+    web = Harness(any_store, web_settings=WebSettings(bearer_token=TOKEN, store_deadline_s=1.0))
+    started = time.monotonic()
+    first = web.post(payload())
+    waited = time.monotonic() - started
+    assert first.status_code == 503, first.text
+    assert first.headers["retry-after"] == "5"
+    assert waited < 3.0, f"answered after {waited:.1f} s"
+    assert "gpubot" not in first.json()["error"] and "sqlite" not in first.json()["error"]
+    # The write still hangs: the next delivery is told at once, not queued behind it.
+    started = time.monotonic()
+    assert web.post(payload(alert(fingerprint="second"))).status_code == 503
+    assert time.monotonic() - started < 1.0
+    table_lock()
+    deadline = time.monotonic() + 10
+    while True:  # Alertmanager retries a 5xx with the same payload
+        retry = web.post(payload())
+        if retry.status_code == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert retry.status_code == 200, retry.text
+    web.split()
+    assert any_store.count_signals() == 1  # a late commit of the first try is the same alert
+    assert any_store.deliveries_waiting() == 0
+    assert web.sample("gpubot_webhook_requests_total", code="503") >= 2
+
+
+def test_readyz_says_the_store_is_unavailable_without_its_address(tmp_path: Path) -> None:
+    """Finding 12: with the store down, /readyz showed anyone its URL (host, user, db)."""
+    secret_parts = ["127.0.0.1", "gpubot_reader", "gpubot_prod", "postgresql", "5499"]
+    down = SqlStore.open(
+        "postgresql://gpubot_reader:pw@127.0.0.1:5499/gpubot_prod", lock_timeout_s=1, migrate=False
+    )
+    (tmp_path / "db").mkdir()
+    path = tmp_path / "db" / "gpubot.db"
+    gone = SqlStore.open(f"sqlite:///{path}", lock_timeout_s=0.2)
+    gone.engine.dispose()
+    for name in ("gpubot.db", "gpubot.db-wal", "gpubot.db-shm"):
+        (tmp_path / "db" / name).unlink(missing_ok=True)
+    (tmp_path / "db").rmdir()
+    try:
+        for store, hidden in ((down, secret_parts), (gone, [str(tmp_path), "sqlite"])):
+            response = Harness(store).client.get("/readyz")
+            assert response.status_code == 503
+            reason = response.json()["reason"]
+            assert reason.startswith("store unavailable: "), reason
+            for part in hidden:
+                assert part not in response.text, (part, reason)
+        assert "connection refused" in Harness(down).client.get("/readyz").json()["reason"]
+    finally:
+        down.close()
+        gone.close()
+
+
+def test_metrics_can_ask_for_a_bearer_token_of_their_own(store: SqlStore) -> None:
+    """Finding 12: /metrics was open to anyone; now a token closes it when one is set
+    (off by default), and it opens nothing else, nor does the webhook's token open it."""
+    assert Harness(store).client.get("/metrics").status_code == 200  # off by default
+    web = Harness(store, web_settings=WebSettings(bearer_token=TOKEN, metrics_token="m-7c1e"))
+    for headers in [{}, AUTH, {"Authorization": "Bearer m-7c1ex"}, {"Authorization": "m-7c1e"}]:
+        refused = web.client.get("/metrics", headers=headers)
+        assert refused.status_code == 401, headers
+        assert "gpubot_" not in refused.text
+    allowed = web.client.get("/metrics", headers={"Authorization": "bearer m-7c1e"})
+    assert allowed.status_code == 200
+    assert "gpubot_webhook_requests_total" in allowed.text
+    metrics_auth = {"Authorization": "Bearer m-7c1e"}
+    assert web.post(payload(), headers=metrics_auth).status_code == 401
+    assert web.client.get("/healthz").status_code == 200  # probes need no token
+    assert web.client.get("/readyz").status_code == 200
+    assert "m-7c1e" not in repr(WebSettings(bearer_token=TOKEN, metrics_token="m-7c1e"))
+
+
 # ---- fuzz: bad input is never a 5xx --------------------------------------------------------
 
 NASTY = st.sampled_from(
@@ -735,6 +882,64 @@ def test_fuzz_bad_input_is_never_a_5xx_and_the_app_keeps_working(any_store: SqlS
     assert store.count_signals() == before + 1
 
 
+POISON = st.sampled_from(
+    [
+        SURROGATE,
+        b"\xed\xbf\xbf",  # U+DFFF
+        b"\xed\xa0\x80\xed\xb0\x80",  # a surrogate pair written as two 3-byte sequences
+        b"\xc0\x80",  # overlong NUL
+        b"\xf4\x90\x80\x80",  # past U+10FFFF
+        b"\xff",
+        b"\x00",
+        b"\\u0000",
+        b"\\ud800",
+        b"\\udc80\\ud800",
+        "é😀".encode(),
+    ]
+)
+RAW_IN_A_LABEL = st.builds(
+    with_raw,
+    POISON | st.binary(max_size=12) | st.lists(POISON, max_size=3).map(b"".join),
+    st.sampled_from(["alertname", "node", "v"]),
+    st.text(max_size=8),
+)
+
+
+def test_fuzz_whatever_gets_a_200_is_split_or_quarantined_and_never_blocks_the_next(
+    any_store: SqlStore,
+) -> None:
+    """Finding 1, fuzzed: webhook bodies with raw bytes in their texts (and every body the
+    other fuzz sends). No 5xx; every delivery that got a 200 is split at once (or set
+    aside), none is left waiting, and the one after the fuzz is split as always."""
+    store = any_store
+    quarantined: list[int] = []
+    web = Harness(store)
+    web.inbox.on_quarantine = lambda delivery_id, _why: quarantined.append(delivery_id)
+    codes: dict[int, int] = {}
+
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(body=RAW_IN_A_LABEL | BODIES)
+    def post(body: bytes) -> None:
+        response = web.post_raw(body, {**AUTH, "Content-Type": "application/json"})
+        codes[response.status_code] = codes.get(response.status_code, 0) + 1
+        assert response.status_code in (200, 400), (response.status_code, response.text, body)
+        assert store.deliveries_waiting() == 0, body  # split behind the 200, or set aside
+        assert web.sample("gpubot_signal_handler_errors_total") == 0, body
+
+    post()
+    assert codes.get(400, 0) > 0 and codes.get(200, 0) > 0, codes
+    assert quarantined == []  # the door refused everything that could not be split
+    assert web.sample("gpubot_webhook_requests_total", code="500") == 0
+    final = web.post(payload(alert(fingerprint="after-the-raw-fuzz")))
+    assert final.status_code == 200
+    assert web.handed[-1].fingerprint == "after-the-raw-fuzz"
+
+
 # ---- a real server ------------------------------------------------------------------------
 
 
@@ -813,3 +1018,87 @@ def test_concurrent_deliveries_of_the_same_alert_store_it_once(served: str, web:
     assert final_answers == [200] * 4
     assert web.store.count_signals() == 1
     assert len(web.handed) == 1
+
+
+# ---- a real server: nothing holds a connection for good -----------------------------------
+
+
+@pytest.fixture
+def strict_server(store: SqlStore) -> Iterator[tuple[Harness, int]]:
+    """The app behind `gpubot serve`'s server configuration, with one-second deadlines."""
+    web = Harness(store, web_settings=WebSettings(bearer_token=TOKEN, body_timeout_s=1.0))
+    server = uvicorn.Server(server_config(web.app, "127.0.0.1", 0, header_timeout_s=1.0))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield web, server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _until_closed(sockets: list[socket.socket], within_s: float) -> dict[socket.socket, bytes]:
+    """What each socket received until the server closed it; raises if one is still open
+    after `within_s`."""
+    received = {sock: b"" for sock in sockets}
+    open_ = set(sockets)
+    deadline = time.monotonic() + within_s
+    with selectors.DefaultSelector() as selector:
+        for sock in sockets:
+            selector.register(sock, selectors.EVENT_READ)
+        while open_:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{len(open_)} of {len(sockets)} connections still open"
+            for key, _ in selector.select(timeout=left):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                try:
+                    chunk = sock.recv(65536)
+                except ConnectionResetError:
+                    chunk = b""
+                received[sock] += chunk
+                if not chunk:
+                    selector.unregister(sock)
+                    open_.discard(sock)
+    return received
+
+
+def test_slow_bodies_and_slow_headers_are_cut_and_the_server_goes_on(
+    strict_server: tuple[Harness, int],
+) -> None:
+    """Finding 6: incomplete bodies were held for good (300 of 300 slow connections still
+    open after 20 s). Each is now answered 408 and closed once its deadline passes; headers
+    that never end, and a connection that sends nothing, are closed too."""
+    web, port = strict_server
+    slow_bodies, slow_headers, silent = [], [], []
+    for _ in range(100):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(
+            b"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\n"
+            + f"Authorization: Bearer {TOKEN}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+        )
+        slow_bodies.append(sock)
+    for _ in range(50):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"POST /alertmanager HTTP/1.1\r\nHost: gpubot\r\nX-Slow: ")
+        slow_headers.append(sock)
+    for _ in range(10):
+        silent.append(socket.create_connection(("127.0.0.1", port)))
+    everyone = slow_bodies + slow_headers + silent
+    try:
+        received = _until_closed(everyone, within_s=8.0)
+    finally:
+        for sock in everyone:
+            sock.close()
+    assert all(received[sock].startswith(b"HTTP/1.1 408 ") for sock in slow_bodies)
+    assert all(received[sock] == b"" for sock in slow_headers + silent)
+    assert web.sample("gpubot_webhook_requests_total", code="408") == 100
+    assert web.store.deliveries_waiting() == 0 and web.store.count_signals() == 0
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        assert client.post("/alertmanager", json=payload(), headers=AUTH).status_code == 200
+    assert web.store.count_signals() == 1

@@ -5,10 +5,14 @@ acknowledged, and the pool that does the work after.
 Why it exists: no request that Slack did not send, or sent before, may change anything
 (DESIGN.md invariant 7). Checks, in this order:
 
-1. (HTTP, in front of bolt) a body over `max_body_bytes` → 413; a body bolt cannot parse →
-   401 when its signature is bad, else 400 (bolt would answer a parse error with a 500).
-2. bolt's `RequestVerification` (always on): `slack_sdk.signature.SignatureVerifier`, a bad
-   signature or a timestamp more than 5 minutes away → 401.
+1. (HTTP, in front of bolt) a body over `max_body_bytes` → 413, one not complete within the
+   body deadline → 408; a timestamp header that is not a number → 401 (slack_sdk's verifier
+   would raise on it, a 500); a bad signature or a timestamp more than 5 minutes away → 401,
+   logged as one line that holds neither the body nor the signature (bolt would log the whole
+   body at INFO: a forger could fill the log); a body bolt cannot parse → 400 (bolt would
+   answer a parse error with a 500).
+2. bolt's `RequestVerification` (always on): the same verification again, inside bolt, so
+   the bolt app is never reachable unverified whoever routes to it.
 3. replay (a global bolt middleware, so it sees verified requests only): the same
    (timestamp, signature) twice → 401. An in-memory TTL set is enough: step 2 refuses
    anything older than 5 minutes, so only 5 minutes of signatures need remembering, a few
@@ -24,13 +28,14 @@ Checks 3 and 4 are bolt middleware, so Socket Mode (where Slack authenticates th
 with the app-level token and there is nothing to sign) gets check 4 too.
 
 What it must never do: switch request verification off, not even for tests (they sign as
-Slack signs), or do the work before the ack. It only wires: what a click or a command does
-is `_buttons` and `_command`.
+Slack signs), log a request's body, or do the work before the ack. It only wires: what a
+click or a command does is `_buttons` and `_command`.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import threading
 import time
@@ -59,8 +64,21 @@ from bot.clock import Clock, utcnow
 from bot.config import SlackSettings
 from bot.errors import InputError, StoreUnavailable
 from bot.model import Lang
+from bot.process.bodies import CLOSE_CONNECTION, BodyTooLarge, BodyTooSlow, read_body
 
 log = logging.getLogger("gpubot.slack")
+
+BOLT_APP_NAME = "gpubot.slack.bolt"
+"""The bolt app's name, which is also the name of the logger bolt configures at every request
+(its level and handlers copied from the base logger). Named "gpubot", bolt would reset the
+level of every gpubot logger at each click."""
+_bolt_log = logging.getLogger(BOLT_APP_NAME)
+# bolt logs every request that fails its verification at INFO, body and all. Ours are
+# refused (and logged, briefly) before bolt sees them; this keeps bolt's own lines at warning.
+_bolt_log.setLevel(logging.WARNING)
+
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
+"""What `X-Slack-Request-Timestamp` holds: Unix seconds."""
 
 REPLAY_TTL_S = 5 * 60 + 30
 """SignatureVerifier's window (5 min either way) and a little clock skew."""
@@ -151,7 +169,8 @@ class SlackInteractions:
         # `authorize` returns; handing it a token as well only earns a warning.
         template = WebClient(base_url=client.base_url, timeout=client.timeout, retry_handlers=[])
         self.app = App(
-            name="gpubot",
+            name=BOLT_APP_NAME,
+            logger=_bolt_log,
             signing_secret=self._secret,
             client=template,
             authorize=authorize,
@@ -167,27 +186,46 @@ class SlackInteractions:
 
     # -- HTTP: check 1, then bolt ---------------------------------------------------------
 
-    def routes(self, path: str = "/slack/events") -> list[Route]:
-        return [Route(path, self._endpoint, methods=["POST"])]
+    def routes(self, path: str = "/slack/events", *, body_timeout_s: float = 10.0) -> list[Route]:
+        async def endpoint(request: Request) -> Response:
+            return await self._endpoint(request, body_timeout_s)
 
-    async def _endpoint(self, request: Request) -> Response:
-        body = bytearray()
+        return [Route(path, endpoint, methods=["POST"])]
+
+    async def _endpoint(self, request: Request, body_timeout_s: float = 10.0) -> Response:
         try:
-            async for chunk in request.stream():
-                body.extend(chunk)
-                if len(body) > self.settings.max_body_bytes:
-                    return JSONResponse({"error": "request too large"}, status_code=413)
+            raw = await read_body(request, self.settings.max_body_bytes, body_timeout_s)
+        except BodyTooLarge:
+            return JSONResponse({"error": "request too large"}, status_code=413)
+        except BodyTooSlow:
+            return JSONResponse(
+                {"error": "request body too slow"}, status_code=408, headers=CLOSE_CONNECTION
+            )
         except ClientDisconnect:
             return JSONResponse({"error": "client disconnected"}, status_code=400)
-        raw = bytes(body)
+        timestamp = request.headers.get("x-slack-request-timestamp", "")
+        signature = request.headers.get("x-slack-signature", "")
+        if not TIMESTAMP.fullmatch(timestamp):
+            return self._forged(request, raw, "a timestamp that is not Unix seconds")
+        try:
+            valid = self._verifier.is_valid(raw, timestamp, signature)
+        except UnicodeDecodeError:  # slack_sdk decodes the body first; Slack's bodies are ASCII
+            valid = False
+        if not valid:
+            return self._forged(request, raw, f"a bad signature or a stale timestamp {timestamp}")
         try:
             bolt_request = to_bolt_request(request, raw)
-        except Exception:  # bolt parses before it verifies: sort forged from malformed
-            if not self._verifier.is_valid_request(raw, dict(request.headers)):
-                return JSONResponse({"error": "invalid request"}, status_code=401)
+        except Exception:  # bolt parses before it verifies; this one is signed, so malformed
             return JSONResponse({"error": "malformed body"}, status_code=400)
         response = await run_in_threadpool(self.app.dispatch, bolt_request)
         return to_starlette_response(response)
+
+    @staticmethod
+    def _forged(request: Request, raw: bytes, why: str) -> Response:
+        """401, and one short line in the log: never the body, nor the signature sent."""
+        client = request.client.host if request.client else "?"
+        log.warning("refused a Slack request from %s with %s (%d bytes)", client, why, len(raw))
+        return JSONResponse({"error": "invalid request"}, status_code=401)
 
     # -- before the ack: checks 3 and 4 (bolt ran check 2) ----------------------------------
 

@@ -31,10 +31,13 @@ from bot.model import Lang
 from bot.ports import Outbox
 
 
-def slack_client(settings: SlackSettings, *, timeout_s: int = 10) -> WebClient:
-    """A WebClient without slack_sdk's own retries: the outbox decides when to try again."""
+def slack_client(settings: SlackSettings, *, timeout_s: int | None = None) -> WebClient:
+    """A WebClient without slack_sdk's own retries (the outbox decides when to try again),
+    each call cut after `timeout_s` (`slack.timeout_s` unless given): a Slack that hangs
+    holds up one delivery attempt, never the outbox for good."""
     token = settings.bot_token.get_secret_value() if settings.bot_token else None
-    return WebClient(token=token, base_url=settings.api_url, timeout=timeout_s, retry_handlers=[])
+    timeout = settings.timeout_s if timeout_s is None else timeout_s
+    return WebClient(token=token, base_url=settings.api_url, timeout=timeout, retry_handlers=[])
 
 
 @dataclass
@@ -68,6 +71,9 @@ def build_slack_outgoing(
     return SlackOutgoing(client, chat, delivery, groups)
 
 
-def build_slack_routes(interactions: SlackInteractions, path: str = "/slack/events") -> list[Route]:
-    """`POST /slack/events` for buttons and slash commands (one Request URL for both)."""
-    return interactions.routes(path)
+def build_slack_routes(
+    interactions: SlackInteractions, path: str = "/slack/events", *, body_timeout_s: float = 10.0
+) -> list[Route]:
+    """`POST /slack/events` for buttons and slash commands (one Request URL for both); a body
+    not complete within `body_timeout_s` is a 408."""
+    return interactions.routes(path, body_timeout_s=body_timeout_s)

@@ -5,17 +5,23 @@ Alertmanager retries a webhook on 5xx and never on 4xx, so the status code is th
   in one row. The pipeline hears of it afterwards, through `on_delivery`, and splits it into
   signals behind the 200 (`inbox`); a failure there is logged and counted, never turned into
   a 5xx for alerts that are already stored.
-- 503 when the store could not take them (down, locked): Alertmanager sends them again.
-- 4xx for bad input (no or wrong credentials, too large, not JSON, wrong shape, text the
-  store cannot hold), and then nothing is stored (invariant 7). Bad input never gets a 5xx.
+- 503 with Retry-After when the store could not take them (down, locked) or did not within
+  `store_deadline_s` (a table lock holds the write): Alertmanager sends them again. A write
+  that commits after its 503 makes the retry a duplicate, which the split stores once.
+- 4xx for bad input (no or wrong credentials, too large, a body not complete within
+  `body_timeout_s` (408), not UTF-8, not JSON, wrong shape, text the store cannot hold), and
+  then nothing is stored (invariant 7). Bad input never gets a 5xx. What gets a 200 can be
+  split: the door and the split judge a body with one function (`storable_payload`).
 - 500 only for a bug, always logged: the alert is not acknowledged, so it is not lost either.
 
-What this module must never do: answer before storing, read an unbounded body, compare
-credentials with `==`, or run a database call on the event loop.
+What this module must never do: answer before storing, read an unbounded body or wait for
+one without end, wait for the store without end, compare credentials with `==`, run a
+database call on the event loop, or say the store's address to the sender.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import logging
@@ -32,20 +38,15 @@ from starlette.responses import JSONResponse, Response
 from bot.config import Settings
 from bot.errors import InputError, StoreUnavailable
 from bot.ports import SignalStore
+from bot.process.bodies import CLOSE_CONNECTION, BodyTooLarge, BodyTooSlow, read_body
+from bot.process.health import Outage
 from bot.process.telemetry import Telemetry
-from bot.sources.alertmanager.payloads import WebhookPayload, node_from_labels, parse_webhook
+from bot.sources.alertmanager.payloads import storable_payload
 from bot.sources.alertmanager.writer import DeliveryWriter
 
 log = logging.getLogger(__name__)
 
 MiB = 1 << 20
-
-# What the store's columns hold (bot/store/tables.py, `signals`): PostgreSQL refuses longer
-# text, NUL characters and lone surrogates with an error that would otherwise be a 500.
-MAX_NAME = 200
-MAX_FINGERPRINT = 200
-MAX_NODE = 253
-MAX_INT32 = 2**31 - 1
 # A body this small is checked on the event loop: pydantic reads a hundred alerts in well
 # under a millisecond, less than the hop to a worker thread costs. Larger ones take the hop,
 # so /healthz never waits behind a big payload.
@@ -74,6 +75,14 @@ class WebSettings(BaseModel):
     basic_auth: dict[str, Password] = Field(default_factory=dict, repr=False)
     """User → password, as Alertmanager's `http_config.basic_auth` sends them."""
     max_body_bytes: int = Field(default=MiB, gt=0)
+    body_timeout_s: float = Field(default=10.0, gt=0)
+    """A body not complete this long after its first byte was awaited is a 408."""
+    store_deadline_s: float = Field(default=5.0, gt=0)
+    """A delivery the store has not committed within this is a 503 with Retry-After."""
+    retry_after_s: int = Field(default=5, ge=0)
+    """The Retry-After of a 503."""
+    metrics_token: Token | None = Field(default=None, repr=False)
+    """`/metrics` asks for `Authorization: Bearer <this>` when set; open when None."""
     node_labels: list[str] = Field(default_factory=_default_node_labels)
     """Alert labels that name the node (`bot.config.Settings.node_labels`)."""
 
@@ -88,13 +97,10 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
 class Webhook:
     """Owns the webhook's credentials, its writer thread (`DeliveryWriter`) and nothing
-    stored: each request is checked, stored, then announced through `on_delivery`."""
+    stored: each request is checked, stored, then announced through `on_delivery`. A store
+    outage it meets is told once through `store_outage` (shared with `/readyz`)."""
 
     def __init__(
         self,
@@ -103,13 +109,18 @@ class Webhook:
         on_delivery: Callable[[], None],
         metrics: Telemetry,
         clock: Callable[[], datetime],
+        store_outage: Outage | None = None,
     ) -> None:
         self.store = store
         self.on_delivery = on_delivery
         self.writer = DeliveryWriter(store)
         self.metrics = metrics
         self.clock = clock
+        self.store_outage = store_outage or Outage("store", log)
         self.max_body = settings.max_body_bytes
+        self.body_timeout_s = settings.body_timeout_s
+        self.store_deadline_s = settings.store_deadline_s
+        self.retry_after = {"Retry-After": str(settings.retry_after_s)}
         self.node_labels = list(settings.node_labels)
         self.token = None if settings.bearer_token is None else settings.bearer_token.encode()
         self.users = {user: pw.encode() for user, pw in settings.basic_auth.items()}
@@ -143,11 +154,13 @@ class Webhook:
             if int(declared) > self.max_body:
                 return self._too_large()
         try:
-            body = await self._read(request, self.max_body)
+            body = await read_body(request, self.max_body, self.body_timeout_s)
         except ClientDisconnect:
             return _error(400, "the client went away before sending the whole body")
-        if body is None:
+        except BodyTooLarge:
             return self._too_large()
+        except BodyTooSlow as exc:
+            return _error(408, str(exc), CLOSE_CONNECTION)
 
         try:
             if len(body) > PARSE_ON_LOOP_BYTES:
@@ -157,11 +170,27 @@ class Webhook:
         except InputError as exc:
             return _error(400, str(exc))
 
+        stuck = self.writer.stuck_for()
+        if stuck > self.store_deadline_s:
+            # A write hangs (a table lock): queueing more bodies behind it helps nobody.
+            self.store_outage.down(
+                f"a write has waited {stuck:.0f} s (a lock?); webhooks are answered 503"
+            )
+            return self._unavailable("store busy")
         try:
-            await self.writer.add("alertmanager", body, self.clock())
+            await asyncio.wait_for(
+                self.writer.add("alertmanager", body, self.clock()), self.store_deadline_s
+            )
         except StoreUnavailable as exc:
-            log.warning("webhook: store unavailable, answering 503 for a retry: %s", exc)
-            return _error(503, f"store unavailable, retry: {exc}", {"Retry-After": "5"})
+            self.store_outage.down(f"{exc} (webhooks are answered 503)")
+            reason = "store locked" if "locked" in str(exc) else "store unavailable"
+            return self._unavailable(reason)
+        except TimeoutError:
+            self.store_outage.down(
+                f"no commit within {self.store_deadline_s:g} s (webhooks are answered 503)"
+            )
+            return self._unavailable(f"store did not answer within {self.store_deadline_s:g} s")
+        self.store_outage.up()
 
         if truncated:
             self.metrics.alerts_truncated.inc(truncated)
@@ -176,6 +205,10 @@ class Webhook:
 
     def _too_large(self) -> Response:
         return _error(413, f"body larger than {self.max_body} bytes")
+
+    def _unavailable(self, why: str) -> Response:
+        """503: Alertmanager sends the delivery again. Says nothing of where the store is."""
+        return _error(503, f"{why}: the alerts were not stored, retry", self.retry_after)
 
     def _authorized(self, header: str | None) -> bool:
         if not header:
@@ -199,69 +232,7 @@ class Webhook:
             return bool(sep) and expected is not None and same
         return False
 
-    @staticmethod
-    async def _read(request: Request, limit: int) -> bytes | None:
-        """The body, or None as soon as it grows past `limit` (a chunked request has no
-        Content-Length to check up front)."""
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return None
-            chunks.append(chunk)
-        return b"".join(chunks)
-
     def _check(self, body: bytes) -> tuple[int, int]:
         """(alerts, truncatedAlerts) of a payload the store can keep, or an `InputError`."""
-        payload = parse_webhook(body)
-        # pydantic's reader refuses lone surrogates, and NUL can only come as an escape:
-        # unless one is spelled out, every text is fit to store.
-        texts_fit = b"\\u0000" not in body and b"\\ud" not in body and b"\\uD" not in body
-        _check_storable(payload, self.node_labels, check_texts=not texts_fit)
+        payload = storable_payload(body, self.node_labels)
         return len(payload.alerts), payload.truncatedAlerts
-
-
-def _check_text(where: str, text: str) -> None:
-    if "\0" in text:
-        raise InputError("payload", f"field {where}: contains a NUL character")
-    try:
-        text.encode()
-    except UnicodeEncodeError as exc:
-        raise InputError("payload", f"field {where}: not valid Unicode ({exc.reason})") from exc
-
-
-def _check_storable(
-    payload: WebhookPayload, node_labels: list[str], *, check_texts: bool = True
-) -> None:
-    """Text and numbers the store can hold, or an `InputError` naming the field: a valid
-    payload must not meet its first refusal in the database (that would be a 5xx).
-    `check_texts=False` skips looking for NUL and lone surrogates, for a body known free of
-    them."""
-    if not 0 <= payload.truncatedAlerts <= MAX_INT32:
-        raise InputError("payload", f"field truncatedAlerts: must be 0 to {MAX_INT32}")
-    if check_texts:
-        _check_text("groupKey", payload.groupKey)
-    for index, alert in enumerate(payload.alerts):
-        at = f"alerts.{index}"
-        if check_texts:
-            for field, mapping in (("labels", alert.labels), ("annotations", alert.annotations)):
-                for key, value in mapping.items():
-                    _check_text(f"{at}.{field} (a key)", key)
-                    _check_text(f"{at}.{field}.{_short(key)}", value)
-            _check_text(f"{at}.fingerprint", alert.fingerprint)
-        if len(alert.fingerprint) > MAX_FINGERPRINT:
-            raise InputError(
-                "payload", f"field {at}.fingerprint: longer than {MAX_FINGERPRINT} characters"
-            )
-        if len(alert.labels.get("alertname", "")) > MAX_NAME:
-            raise InputError(
-                "payload", f"field {at}.labels.alertname: longer than {MAX_NAME} characters"
-            )
-        node = node_from_labels(alert.labels, node_labels)
-        if node is not None and len(node) > MAX_NODE:
-            raise InputError(
-                "payload",
-                f"field {at}.labels: the node name {_short(node)!r} is longer than "
-                f"{MAX_NODE} characters",
-            )

@@ -4,17 +4,24 @@ The webhook answers once a body is stored whole (one row); splitting it into sig
 kept once, happens here, behind the 200, on the pipeline's thread. Under a burst one split
 takes many deliveries in one transaction, which is what lets the webhook accept alerts as
 fast as Alertmanager sends them. A delivery left by a crash is split at the next start.
+
+A delivery that cannot be split is quarantined by the store (kept as received, passed over
+by every later split, across restarts and replicas) and said here: one error line naming it,
+the `gpubot_deliveries_quarantined_total` counter, and `on_quarantine(delivery_id, why)`,
+which `gpubot serve` wires to a chat notice. What this module must never do: let one
+delivery hold up the ones behind it, or raise out of `on_quarantine`'s failure.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from bot.errors import InputError
 from bot.model import Signal
 from bot.ports import SignalStore
 from bot.process.telemetry import Telemetry
+from bot.rules.loading import AlertMapping
 from bot.sources.alertmanager.payloads import signals_from_body
 
 log = logging.getLogger("gpubot.inbox")
@@ -25,12 +32,24 @@ SPLIT_BATCH = 20
 
 
 class Inbox:
+    """Owns nothing but its wiring: the store keeps the deliveries and the quarantine."""
+
     def __init__(
-        self, store: SignalStore, node_labels: Sequence[str], telemetry: Telemetry | None = None
+        self,
+        store: SignalStore,
+        node_labels: Sequence[str],
+        telemetry: Telemetry | None = None,
+        *,
+        on_quarantine: Callable[[int, str], None] | None = None,
+        mapping: AlertMapping | None = None,
     ) -> None:
+        """`mapping`: how alerts of rule sets gpubot did not write are read (the settings'
+        `alerts_file`, loaded once at start); the shipped one when None."""
         self.store = store
         self.node_labels = list(node_labels)
         self.telemetry = telemetry
+        self.on_quarantine = on_quarantine
+        self.mapping = mapping
 
     def split(self, at_most: int | None = None) -> list[Signal]:
         """Every waiting delivery (or the `at_most` oldest) split, oldest first: the signals
@@ -50,10 +69,27 @@ class Inbox:
                     )
                 if taken.dropped:
                     self.telemetry.deliveries_dropped.inc(taken.dropped)
+                    self.telemetry.deliveries_quarantined.inc(taken.dropped)
+            for delivery_id, why in taken.quarantined:
+                self._said(delivery_id, why)
             if taken.deliveries < batch or at_most is not None:
                 return new
+
+    def _said(self, delivery_id: int, why: str) -> None:
+        log.error(
+            "delivery %d cannot be split into signals: quarantined (kept in the store, "
+            "passed over by every split): %s",
+            delivery_id,
+            why,
+        )
+        if self.on_quarantine is None:
+            return
+        try:
+            self.on_quarantine(delivery_id, why)
+        except Exception:
+            log.exception("telling of quarantined delivery %d failed", delivery_id)
 
     def _signals(self, source: str, body: bytes) -> list[Signal]:
         if source != "alertmanager":
             raise InputError("delivery", f"unknown source {source!r}")
-        return signals_from_body(body, self.node_labels)
+        return signals_from_body(body, self.node_labels, self.mapping)

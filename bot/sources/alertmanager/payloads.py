@@ -9,6 +9,9 @@ alert name the rules read, with `xid` set when a code was found, its node and GP
 mapping's labels, its original `alertname` kept and how it was read in `gpubot.*`
 annotations. That runs when a stored delivery is split (`signals_from_body`), never in the
 webhook's handler, which only validates (`parse_webhook`).
+
+The webhook's door and the inbox's split judge a body with the same function
+(`storable_payload`): what the door accepts, the split can turn into signals the store keeps.
 """
 
 from __future__ import annotations
@@ -104,7 +107,16 @@ def parse_webhook(body: bytes) -> WebhookPayload:
     if not body.strip():
         raise InputError("body", "empty: expected an Alertmanager webhook payload (JSON)")
     try:
-        raw = json.loads(body)
+        # JSON on the wire is UTF-8 (RFC 8259). Python's reader would take other bytes (it
+        # decodes with `surrogatepass`, so a raw ED A0 80 becomes a lone surrogate) that no
+        # database can hold: such a body must never get a 200 it cannot be split after.
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            "body", f"not JSON: not valid UTF-8 at byte {exc.start} ({exc.reason})"
+        ) from None
+    try:
+        raw = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise InputError("body", f"not JSON: {exc}") from exc
     if not isinstance(raw, dict):
@@ -116,11 +128,83 @@ def parse_webhook(body: bytes) -> WebhookPayload:
     return validate_payload(raw)
 
 
+# What the store's columns hold (bot/store/tables.py, `signals`): PostgreSQL refuses longer
+# text, NUL characters and lone surrogates with an error that would otherwise be a 500.
+MAX_NAME = 200
+MAX_FINGERPRINT = 200
+MAX_NODE = 253
+MAX_INT32 = 2**31 - 1
+
+
+def storable_payload(body: bytes, node_labels: Iterable[str]) -> WebhookPayload:
+    """`parse_webhook`, then `check_storable`: a payload whose signals the store can keep, or
+    an `InputError` naming the field. The webhook answers 200 only for a body this accepts,
+    and the inbox splits with it, so an accepted body can always be split."""
+    payload = parse_webhook(body)
+    # pydantic's reader refuses lone surrogates and `parse_webhook` bytes that are not UTF-8,
+    # and NUL can only come as an escape: unless one is spelled out, every text is fit to store.
+    texts_fit = b"\\u0000" not in body and b"\\ud" not in body and b"\\uD" not in body
+    check_storable(payload, node_labels, check_texts=not texts_fit)
+    return payload
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _check_text(where: str, text: str) -> None:
+    if "\0" in text:
+        raise InputError("payload", f"field {where}: contains a NUL character")
+    try:
+        text.encode()
+    except UnicodeEncodeError as exc:
+        raise InputError("payload", f"field {where}: not valid Unicode ({exc.reason})") from exc
+
+
+def check_storable(
+    payload: WebhookPayload, node_labels: Iterable[str], *, check_texts: bool = True
+) -> None:
+    """Text and numbers the store can hold, or an `InputError` naming the field: a valid
+    payload must not meet its first refusal in the database (that would be a 5xx).
+    `check_texts=False` skips looking for NUL and lone surrogates, for a body known free of
+    them."""
+    node_labels = list(node_labels)
+    if not 0 <= payload.truncatedAlerts <= MAX_INT32:
+        raise InputError("payload", f"field truncatedAlerts: must be 0 to {MAX_INT32}")
+    if check_texts:
+        _check_text("groupKey", payload.groupKey)
+    for index, alert in enumerate(payload.alerts):
+        at = f"alerts.{index}"
+        if check_texts:
+            for field, mapping in (("labels", alert.labels), ("annotations", alert.annotations)):
+                for key, value in mapping.items():
+                    _check_text(f"{at}.{field} (a key)", key)
+                    _check_text(f"{at}.{field}.{_short(key)}", value)
+            _check_text(f"{at}.fingerprint", alert.fingerprint)
+        if len(alert.fingerprint) > MAX_FINGERPRINT:
+            raise InputError(
+                "payload", f"field {at}.fingerprint: longer than {MAX_FINGERPRINT} characters"
+            )
+        if len(alert.labels.get("alertname", "")) > MAX_NAME:
+            raise InputError(
+                "payload", f"field {at}.labels.alertname: longer than {MAX_NAME} characters"
+            )
+        node = node_from_labels(alert.labels, node_labels)
+        if node is not None and len(node) > MAX_NODE:
+            raise InputError(
+                "payload",
+                f"field {at}.labels: the node name {_short(node)!r} is longer than "
+                f"{MAX_NODE} characters",
+            )
+
+
 def signals_from_body(
     body: bytes, node_labels: Iterable[str], mapping: AlertMapping | None = None
 ) -> list[Signal]:
-    """A stored delivery's signals (`parse_webhook` accepted it when it arrived)."""
-    return signals_from_payload(parse_webhook(body), node_labels, mapping)
+    """A stored delivery's signals, judged as the webhook judged it when it arrived
+    (`storable_payload`): an `InputError` for one an older gpubot let in."""
+    node_labels = list(node_labels)
+    return signals_from_payload(storable_payload(body, node_labels), node_labels, mapping)
 
 
 def signals_from_payload(

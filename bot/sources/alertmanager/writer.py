@@ -4,14 +4,22 @@ Each webhook request waits for its own delivery to be committed (the 200 comes a
 requests that arrive while a commit is under way do not each pay for a transaction of their
 own: the writer thread takes everything waiting and stores it at once (group commit, as
 databases do with their log). It also keeps the store's calls off the event loop.
+
+A request that gives up waiting (the webhook's store deadline: it answers 503 and Alertmanager
+sends the delivery again) is left out of the next group if it has not been taken yet; one
+already being written may still be committed, and the retry is then a duplicate the split
+stores once. While one write hangs (a table lock), `stuck_for` tells the webhook, which then
+answers 503 at once instead of queueing more bodies behind it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -34,11 +42,20 @@ class _Waiting:
 
 
 class DeliveryWriter:
+    """Owns the webhook's one writer thread and the deliveries waiting for it. Never: writes
+    on the event loop, or writes a delivery whose request gave up before it was taken."""
+
     def __init__(self, store: SignalStore) -> None:
         self.store = store
         self._waiting: queue.SimpleQueue[_Waiting] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running = False
+        self._writing_since: float | None = None
+
+    def stuck_for(self) -> float:
+        """Seconds the write under way has taken so far (0 when none is)."""
+        since = self._writing_since
+        return 0.0 if since is None else time.monotonic() - since
 
     async def add(self, source: str, body: bytes, received_at: datetime) -> int:
         """The delivery's id once it is committed; the store's error when it could not be."""
@@ -67,19 +84,31 @@ class DeliveryWriter:
                     group.append(self._waiting.get_nowait())
                 except queue.Empty:
                     break
-            self._store(group)
+            # A request that gave up (answered 503) is sent again by Alertmanager: not this one.
+            group = [waiting for waiting in group if not waiting.done.done()]
+            if group:
+                self._store(group)
 
     def _store(self, group: Sequence[_Waiting]) -> None:
+        self._writing_since = time.monotonic()
         try:
             ids = self.store.add_deliveries([(w.source, w.body, w.received_at) for w in group])
         except BaseException as exc:  # every waiting request hears it, whatever it is
             for waiting in group:
-                waiting.loop.call_soon_threadsafe(_fail, waiting.done, exc)
+                _call_soon(waiting, _fail, exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        finally:
+            self._writing_since = None
         for waiting, delivery_id in zip(group, ids, strict=True):
-            waiting.loop.call_soon_threadsafe(_succeed, waiting.done, delivery_id)
+            _call_soon(waiting, _succeed, delivery_id)
+
+
+def _call_soon(waiting: _Waiting, then: Callable[..., None], value: object) -> None:
+    # A loop that is closed (its request gave up and a test's loop ended): nobody waits.
+    with contextlib.suppress(RuntimeError):
+        waiting.loop.call_soon_threadsafe(then, waiting.done, value)
 
 
 def _succeed(done: asyncio.Future[int], delivery_id: int) -> None:

@@ -78,6 +78,11 @@ release namespace (where the Role allows it); the port is the container's.
 {{- $settings := deepCopy (.Values.config | default dict) }}
 {{- $serve := deepCopy (get $settings "serve" | default dict) }}
 {{- $_ := set $serve "port" (int .Values.port) }}
+{{- /* gpubot serve listens on 127.0.0.1 unless told otherwise; in a pod it must answer on the
+pod's address (Service, probes). */}}
+{{- if not (hasKey $serve "host") }}
+{{- $_ := set $serve "host" "0.0.0.0" }}
+{{- end }}
 {{- $_ := set $serve "lease_namespace" .Release.Namespace }}
 {{- $_ := set $serve "lease_name" (printf "%s-leader" (include "gpubot.fullname" .)) }}
 {{- $_ := set $settings "serve" $serve }}
