@@ -26,7 +26,7 @@ from bot.chat.console import ConsoleChat
 from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
 from bot.clock import utcnow
 from bot.config import Settings
-from bot.errors import InputError
+from bot.errors import InputError, TemporaryError
 from bot.evidence.gate import ExternalEvidence
 from bot.evidence.metric_lines import error_lines, lines
 from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
@@ -170,7 +170,12 @@ def build_replica(
         cluster = KubeCluster.in_cluster(timeout_s)
     else:
         cluster = KubeCluster.from_kubeconfig(kubeconfig, request_timeout_s=timeout_s)
-    check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
+    try:
+        check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
+    except TemporaryError as exc:
+        # A refusal stops the start (no retry storm); an API server away for a moment does
+        # not: /readyz says so until it answers, and every write is checked by the API then.
+        log.warning("could not check gpubot's permissions at start: %s", exc)
     identity = settings.serve.identity or default_identity()
     evidence_lines, external = _evidence(settings)
     outgoing = _slack_outgoing(settings, store)

@@ -27,7 +27,7 @@ from bot.roots import serve as runtime
 from bot.store.sql import SqlStore
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
-from gpusim.store import Store
+from gpusim.state import ClusterState
 
 TOKEN = "webhook-token"
 METRICS_TOKEN = "metrics-token-5e2"
@@ -86,7 +86,7 @@ class Running:
 def serving(tmp_path: Path) -> Iterator[Running]:
     """A replica whose store held, before it started, a delivery an older gpubot accepted and
     that cannot be split; its chat writes to a buffer."""
-    sim = Store()
+    sim = ClusterState()
     sim.load(healthy_cluster(2, datetime.now(UTC))["items"])
     api = SimulatedApiServer(sim).start()
     chosen = settings(tmp_path, kube_probe_ttl_s=0.5, metrics_token=METRICS_TOKEN)
