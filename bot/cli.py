@@ -514,10 +514,22 @@ def approve(
     request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
     as_user: Annotated[str, typer.Option("--as", help="Who approves (a chat user id).")],
     store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    wait_s: Annotated[
+        float,
+        typer.Option(
+            "--wait",
+            min=0,
+            help="Seconds to wait for the leading serve to act on it and say how it ended "
+            "(exit 1 when it was refused or failed); 0 returns once the vote is recorded.",
+        ),
+    ] = 120.0,
     config: ConfigOption = None,
 ) -> None:
     """Record an approval from the command line (a break-glass path beside the chat). The
-    policy decides as for a click; the leading `gpubot serve` executes it."""
+    policy decides as for a click; the leading `gpubot serve` executes it, and this command
+    waits to tell how that ended: "approved" is not "done"."""
+    import time
+
     from bot.remediate.decisions import Decisions
     from bot.store.sql import SqlStore
 
@@ -529,7 +541,25 @@ def approve(
         outcome = decisions.approve(request, as_user)
         if outcome.status not in ("recorded", "need-another"):
             raise InputError("--as", outcome.message)
-        print(outcome.message)
+        print(outcome.message, flush=True)
+        if outcome.status == "need-another" or wait_s == 0:
+            return
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            execution = store.execution(request)
+            if execution is not None and execution.finished_at is not None:
+                line = f"{execution.outcome}: {execution.detail}"
+                if execution.outcome in ("succeeded", "dry-run"):
+                    print(line)
+                    return
+                _err.print(line, markup=False)
+                raise typer.Exit(1)
+            time.sleep(0.5)
+        _err.print(
+            f"not finished after {wait_s:g} s: `gpubot timeline` shows how it goes on",
+            markup=False,
+        )
+        raise typer.Exit(1)
     finally:
         store.close()
 

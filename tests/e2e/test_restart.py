@@ -249,10 +249,9 @@ def test_an_approval_from_the_cli_moves_the_incident_through_its_states(
         [request] = executor.propose(incident.id, found, facts)
         assert store.incident(incident.id).state is IncidentState.AWAITING_APPROVAL
 
-        result = CliRunner().invoke(
-            app,
-            ["approve", request.id, "--as", "alice", "--store-url", url, "--config", str(config)],
-        )
+        # --wait 0: no serve here; this test's executor acts after the command returns.
+        vote = ["approve", request.id, "--as", "alice", "--wait", "0"]
+        result = CliRunner().invoke(app, [*vote, "--store-url", url, "--config", str(config)])
         assert result.exit_code == 0, result.output
         [outcome] = executor.execute_approved()
         assert outcome.status == "acted", outcome

@@ -223,8 +223,10 @@ class Gpubot:
             stdin=subprocess.DEVNULL,
         )
 
-    def approve(self, request_id: str, user: str = "alice") -> str:
-        done = self.cli("approve", request_id, "--as", user)
+    def approve(self, request_id: str, user: str = "alice", wait_s: float = 0) -> str:
+        """`gpubot approve`; by default returning once the vote is stored (the tests that
+        kill a leader mid-drain decide themselves when to look)."""
+        done = self.cli("approve", request_id, "--as", user, "--wait", str(wait_s))
         assert done.returncode == 0, f"gpubot approve failed: {done.stderr}\n{self.logs()}"
         return done.stdout
 
