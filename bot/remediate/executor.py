@@ -648,7 +648,12 @@ class Executor:
         removed = len(result.evicted) + len(result.deleted)
         if result.stalled:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
-            return f"drain incomplete: {removed}/{len(result.plan.pods)} pods left; {stalls}"
+            # Of the pods the drain had to move (DaemonSet pods stay and are not counted).
+            wanted = len(result.plan.to_remove)
+            return (
+                f"drain incomplete: {removed} of {wanted} pods moved, "
+                f"{len(result.stalled)} stuck: {stalls}"
+            )
         how = "deleted" if request.force else "evicted"
         # After a restart some pods were already leaving (evicted before the kill): they were
         # waited for, not evicted again, and the count says so instead of looking short.
