@@ -62,6 +62,17 @@ class Offer:
 
 
 @dataclass(frozen=True)
+class Played:
+    """A script step that changed the world: a fault, a repair, a person's kubectl."""
+
+    at: datetime
+    kind: str
+    """fault, repair, kubectl."""
+    what: str
+    node: str
+
+
+@dataclass(frozen=True)
 class Record:
     """Everything a drill's judge reads, taken when the drill's script has ended."""
 
@@ -77,6 +88,7 @@ class Record:
     digest: Sequence[str]
     errors: Sequence[str] = ()
     """Script steps that could not run (a node that does not exist, no request to approve)."""
+    played: Sequence[Played] = ()
 
 
 @dataclass(frozen=True)

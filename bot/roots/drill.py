@@ -45,7 +45,7 @@ from rich.table import Table
 from bot.chat.console import ConsoleChat
 from bot.clock import utcnow
 from bot.config import Settings
-from bot.drills.judging import Offer, Record, Told, Verdict, events, judge, matches
+from bot.drills.judging import Offer, Played, Record, Told, Verdict, events, judge, matches
 from bot.drills.record import RecordingChat
 from bot.drills.spec import (
     Approve,
@@ -334,6 +334,7 @@ class _Script:
         self.last_act = self.started
         self.first_fault: tuple[datetime, str] | None = None
         self.told: list[Told] = []
+        self.played: list[Played] = []
         self.errors: list[str] = []
         self.deciding: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -357,11 +358,13 @@ class _Script:
             if self.first_fault is None:
                 self.first_fault = (now, step.node)
             self.alerts.fired(step, result)
+            self.played.append(Played(now, "fault", step.fault, step.node))
             self.last_act = now
         elif isinstance(step, Repair):
             now = utcnow()
             faults.repair(self.cluster, step.repair, step.node, now, **step.params)
             self.alerts.repaired(step, now)
+            self.played.append(Played(now, "repair", step.repair, step.node))
             self.last_act = now
         elif isinstance(step, Approve | Deny):
             self.decide(step)
@@ -369,6 +372,7 @@ class _Script:
             now = utcnow()
             change = faults.cordon if step.kubectl == "cordon" else faults.uncordon
             change(self.cluster, step.node, now)
+            self.played.append(Played(now, "kubectl", step.kubectl, step.node))
             self.last_act = now
         elif isinstance(step, Create):
             self.create(step.create)
@@ -480,6 +484,7 @@ class _Script:
             offers=offers,
             digest=[],
             errors=list(self.errors),
+            played=list(self.played),
         )
 
     def wait_for(self, step: WaitFor) -> None:
@@ -503,15 +508,16 @@ def find_prometheus(choice: str) -> str | None:
     return choice
 
 
-def run_drill(
+def play_drill(
     drill: Drill,
     base: Settings,
     *,
     real_time: bool = False,
     prometheus_bin: str | None = None,
     show: Console | None = None,
-) -> Verdict:
-    """Plays one drill in a world of its own and judges it."""
+) -> Record:
+    """Plays one drill in a world of its own: everything the judge (or a soak's figures)
+    reads."""
     quiet = Console(file=io.StringIO(), width=120)
     with tempfile.TemporaryDirectory(prefix=f"gpubot-drill-{drill.drill}-") as workdir:
         world = _start(
@@ -528,10 +534,22 @@ def run_drill(
             for thread in script.deciding:
                 thread.join(timeout=world.replica.settings.remediation.drain_timeout_s)
             digest = world.replica.service.post_digest() if drill.expect.digest else []
-            record = dataclasses.replace(script.record(), digest=digest)
+            return dataclasses.replace(script.record(), digest=digest)
         finally:
             script.alerts.stop()
             world.stop()
+
+
+def run_drill(
+    drill: Drill,
+    base: Settings,
+    *,
+    real_time: bool = False,
+    prometheus_bin: str | None = None,
+    show: Console | None = None,
+) -> Verdict:
+    """Plays one drill and judges it."""
+    record = play_drill(drill, base, real_time=real_time, prometheus_bin=prometheus_bin, show=show)
     return judge(drill, record)
 
 
