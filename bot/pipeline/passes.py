@@ -23,6 +23,7 @@ from bot.diagnose import NodeMatches, diagnose
 from bot.errors import StateChanged
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
 from bot.evidence.live import read_scoped, read_snapshot
+from bot.evidence.metrics import GpuEvidence
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.objects import Obj, meta, name_of
 from bot.model import (
@@ -42,6 +43,7 @@ from bot.ports import Chat, Cluster, Store
 from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
+from bot.sources.alertmanager.understanding import with_prometheus_xids
 
 log = logging.getLogger("gpubot.passes")
 
@@ -107,6 +109,7 @@ class DiagnosisPass:
         take_deliveries: Callable[[int], list[Signal]] = lambda _at_most: [],
         later: Callable[[list[Signal]], None] = lambda _signals: None,
         evidence: EvidenceLines | None = None,
+        gpu_evidence: Callable[[str], GpuEvidence] | None = None,
         on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
@@ -122,6 +125,7 @@ class DiagnosisPass:
         self.take_deliveries = take_deliveries
         self.later = later
         self.evidence = evidence
+        self.gpu_evidence = gpu_evidence
         self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
         self.telemetry = telemetry
         self._lock = threading.Lock()
@@ -168,6 +172,10 @@ class DiagnosisPass:
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
         self._follow_up(self.take_deliveries(MID_PASS_DELIVERIES), scope)
         signals = resolve_signal_nodes(snapshot, self.store.active_signals())
+        if self.gpu_evidence is not None:
+            # An alert that names a GPU but not its Xid (a rule set that alerts on the gauge
+            # without the code): Prometheus' reading of that GPU gives the code.
+            signals = with_prometheus_xids(signals, self.gpu_evidence)
         facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
         self._remember_facts(snapshot.nodes, facts.nodes, scope)
         if scope is None:

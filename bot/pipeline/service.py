@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from bot.clock import Clock
 from bot.config import Settings
+from bot.evidence.metrics import GpuEvidence
 from bot.model import Diagnosis, Incident, Signal, TimelineEntry
 from bot.pipeline.duties import LeaderDuties
 from bot.pipeline.passes import DiagnosisPass, EvidenceLines
@@ -44,6 +45,7 @@ class Service:
         clock: Clock,
         is_leader: Callable[[], bool] = lambda: True,
         evidence: EvidenceLines | None = None,
+        gpu_evidence: Callable[[str], GpuEvidence] | None = None,
         on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
         inbox: Inbox | None = None,
         telemetry: Telemetry | None = None,
@@ -65,6 +67,7 @@ class Service:
             take_deliveries=self.take_deliveries,
             later=self.worker.put,
             evidence=evidence,
+            gpu_evidence=gpu_evidence,
             on_diagnosis=on_diagnosis,
             telemetry=telemetry,
         )

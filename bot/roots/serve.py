@@ -112,10 +112,20 @@ class Replica:
         self.store.close()
 
 
-def _evidence(settings: Settings) -> tuple[EvidenceLines | None, Callable[[str], ExternalEvidence]]:
+@dataclass(frozen=True)
+class _Evidence:
+    """What Prometheus tells about a node, three ways: lines for a diagnosis, errors for the
+    health gate, and the whole reading (an alert's Xid code only Prometheus knows)."""
+
+    lines: EvidenceLines | None
+    external: Callable[[str], ExternalEvidence]
+    gather: Callable[[str], GpuEvidence] | None
+
+
+def _evidence(settings: Settings) -> _Evidence:
     prometheus = settings.prometheus
     if not prometheus.url:
-        return None, lambda _node: ExternalEvidence()
+        return _Evidence(None, lambda _node: ExternalEvidence(), None)
     metrics = PrometheusMetrics(prometheus.url)
 
     def gather(node: str) -> GpuEvidence:
@@ -138,7 +148,7 @@ def _evidence(settings: Settings) -> tuple[EvidenceLines | None, Callable[[str],
         clear_by = found.at + timedelta(seconds=found.window_s) if errors else None
         return ExternalEvidence(new_gpu_errors=errors, errors_clear_by=clear_by)
 
-    return evidence_lines, external
+    return _Evidence(evidence_lines, external, gather)
 
 
 def build_replica(
@@ -177,7 +187,7 @@ def build_replica(
         # not: /readyz says so until it answers, and every write is checked by the API then.
         log.warning("could not check gpubot's permissions at start: %s", exc)
     identity = settings.serve.identity or default_identity()
-    evidence_lines, external = _evidence(settings)
+    evidence = _evidence(settings)
     outgoing = _slack_outgoing(settings, store)
     executor = Executor(
         cluster,
@@ -185,7 +195,7 @@ def build_replica(
         settings,
         executor_id=identity,
         clock=utcnow,
-        external=external,
+        external=evidence.external,
         # Without Slack there are no user groups: policies name people.
         groups_of=outgoing.groups if outgoing else lambda _user: set(),
     )
@@ -209,7 +219,8 @@ def build_replica(
         executor=executor,
         clock=utcnow,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
-        evidence=evidence_lines,
+        evidence=evidence.lines,
+        gpu_evidence=evidence.gather,
         inbox=Inbox(
             store,
             settings.node_labels,
