@@ -103,6 +103,21 @@ class ByHand(_Strict):
     node: str
 
 
+class AlertSpec(_Strict):
+    labels: dict[str, str]
+    annotations: dict[str, str] = Field(default_factory=dict)
+    status: Literal["firing", "resolved"] = "firing"
+    expr: str | None = None
+    """The PromQL that raised it (its generatorURL), when the mapping reads metric names."""
+
+
+class Alert(_Strict):
+    """An alert as another rule set raises it (labels, annotations, expression), POSTed to the
+    webhook as Alertmanager sends it: how alerts gpubot did not write are rehearsed."""
+
+    alert: AlertSpec
+
+
 class Create(_Strict):
     """An object (a Pod, a PodDisruptionBudget, ...) created through the API, as
     `kubectl create -f` would: the API server's defaults apply, the controllers see it."""
@@ -174,7 +189,17 @@ class WaitFor(_Strict):
     within: Seconds = 60.0
 
 
-_STEP_KEYS = ("fault", "repair", "approve", "deny", "kubectl", "create", "wait_for", "wait")
+_STEP_KEYS = (
+    "fault",
+    "repair",
+    "alert",
+    "approve",
+    "deny",
+    "kubectl",
+    "create",
+    "wait_for",
+    "wait",
+)
 
 
 def _step_kind(raw: Any) -> str | None:
@@ -188,6 +213,7 @@ def _step_kind(raw: Any) -> str | None:
 Step = Annotated[
     Annotated[Fault, Tag("fault")]
     | Annotated[Repair, Tag("repair")]
+    | Annotated[Alert, Tag("alert")]
     | Annotated[Approve, Tag("approve")]
     | Annotated[Deny, Tag("deny")]
     | Annotated[ByHand, Tag("kubectl")]

@@ -21,6 +21,7 @@ verdict is `bot.drills.judging`'s, on the recorded chat and the stored timelines
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import secrets
@@ -48,6 +49,7 @@ from bot.config import Settings
 from bot.drills.judging import Offer, Played, Record, Told, Verdict, events, judge, matches
 from bot.drills.record import RecordingChat
 from bot.drills.spec import (
+    Alert,
     Approve,
     ByHand,
     Create,
@@ -130,6 +132,39 @@ def drill_settings(
         "schedule": {"digest_at": None},
     }
     return Settings.model_validate(_merge(merged, harness))
+
+
+def _payload(step: Alert) -> dict[str, Any]:
+    """One alert as Alertmanager's webhook (version 4) carries it."""
+    spec = step.alert
+    now = utcnow()
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    canonical = ",".join(f"{k}={v}" for k, v in sorted(spec.labels.items()))
+    generator = "http://prometheus:9090/graph?" + urllib.parse.urlencode(
+        {"g0.expr": spec.expr or spec.labels.get("alertname", "")}
+    )
+    alert = {
+        "status": spec.status,
+        "labels": spec.labels,
+        "annotations": spec.annotations,
+        "startsAt": stamp,
+        "endsAt": stamp if spec.status == "resolved" else "0001-01-01T00:00:00Z",
+        "generatorURL": generator,
+        "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:16],
+    }
+    name = spec.labels.get("alertname", "")
+    return {
+        "version": "4",
+        "groupKey": f'{{}}:{{alertname="{name}"}}',
+        "truncatedAlerts": 0,
+        "receiver": "gpubot",
+        "status": spec.status,
+        "alerts": [alert],
+        "groupLabels": {"alertname": name},
+        "commonLabels": spec.labels,
+        "commonAnnotations": spec.annotations,
+        "externalURL": "http://alertmanager:9093",
+    }
 
 
 class _Prometheus:
@@ -366,6 +401,9 @@ class _Script:
             self.alerts.repaired(step, now)
             self.played.append(Played(now, "repair", step.repair, step.node))
             self.last_act = now
+        elif isinstance(step, Alert):
+            self.world.webhook(_payload(step))
+            self.last_act = utcnow()
         elif isinstance(step, Approve | Deny):
             self.decide(step)
         elif isinstance(step, ByHand):
