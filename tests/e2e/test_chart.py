@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.kube.permissions import required
 from tests.helpers.paths import REPO
 
 helm = pytest.importorskip("helm_python", reason="helm-python-sdk is not installed")
@@ -323,35 +324,27 @@ def rules_of(obj: dict[str, Any]) -> set[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("force", [False, True])
 def test_rbac_is_what_gpubot_does(force: bool) -> None:
+    """The chart grants exactly the permissions `gpubot serve` checks at start (one list,
+    `bot.kube.permissions.required`): cluster-wide ones in the ClusterRole, the Lease's in
+    the Role; plus pod deletion when force drains are allowed."""
     objs = objects({"rbac": {"allowForceDrain": force}})
+    (configmap,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["name"] == RELEASE]
+    settings = yaml.safe_load(configmap["data"]["settings.yaml"])
+    needed = required(NAMESPACE, settings["serve"]["lease_name"])
+    as_rules = {
+        (p.group, p.resource + (f"/{p.subresource}" if p.subresource else ""), p.verb): p
+        for p in needed
+    }
     (cluster_role,) = by_kind(objs, "ClusterRole")
     granted = rules_of(cluster_role)
     assert ("", "pods", "delete") in granted if force else ("", "pods", "delete") not in granted
     granted.discard(("", "pods", "delete"))
-    assert granted == {
-        ("", "nodes", "get"), ("", "nodes", "list"), ("", "nodes", "watch"),
-        ("", "nodes", "patch"),
-        ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
-        ("", "pods/eviction", "create"),
-        ("", "events", "list"), ("", "events", "watch"),
-        ("policy", "poddisruptionbudgets", "list"), ("policy", "poddisruptionbudgets", "watch"),
-        ("apps", "daemonsets", "get"), ("apps", "daemonsets", "list"),
-        ("apps", "daemonsets", "watch"),
-        ("apps", "replicasets", "list"), ("apps", "replicasets", "watch"),
-    }  # fmt: skip
+    assert granted == {rule for rule, p in as_rules.items() if not p.namespace}
     (role,) = by_kind(objs, "Role")
-    assert rules_of(role) == {
-        ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "get"),
-        ("coordination.k8s.io", "leases", "update"),
-        ("", "pods", "create"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "delete"),
-        ("", "pods/log", "get"),
-    }  # fmt: skip
+    assert rules_of(role) == {rule for rule, p in as_rules.items() if p.namespace}
     lease_rule = next(
         r for r in role["rules"] if "get" in r["verbs"] and "leases" in r["resources"]
     )
-    (configmap,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["name"] == RELEASE]
-    settings = yaml.safe_load(configmap["data"]["settings.yaml"])
     assert lease_rule["resourceNames"] == [settings["serve"]["lease_name"]]
     for binding in by_kind(objs, "ClusterRoleBinding") + by_kind(objs, "RoleBinding"):
         assert binding["subjects"] == [

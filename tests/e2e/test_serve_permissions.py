@@ -6,6 +6,8 @@ CA, KUBERNETES_SERVICE_HOST/PORT, against the simulated cluster's HTTPS API with
   approved: the chart grants what gpubot does.
 - With a ServiceAccount that lacks a permission, serve stops at once with one line naming it,
   instead of starting and failing every request with 403.
+- The chart grants nothing more: without any one verb of any rule of its ClusterRole or Role,
+  serve stops at start naming exactly that permission.
 """
 
 from __future__ import annotations
@@ -141,3 +143,54 @@ def test_serve_stops_with_one_line_naming_the_missing_permission(tmp_path: Path)
         "(grant them, e.g. with the Helm chart's RBAC)"
     ], done.stderr
     assert took < 30  # it stopped; it did not retry
+
+
+def _grants() -> list[tuple[str, int, str]]:
+    """(kind, rule index, verb) for every verb the chart's ClusterRole and Role grant."""
+    rbac = list(yaml.safe_load_all(chart_rbac()))
+    return [
+        (doc["kind"], index, verb)
+        for doc in rbac
+        if doc["kind"] in ("ClusterRole", "Role")
+        for index, rule in enumerate(doc["rules"])
+        for verb in rule["verbs"]
+    ]
+
+
+def _start_serve(tmp_path: Path, rbac: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    sim_store = cluster()
+    load_manifests(sim_store, yaml.safe_dump_all(rbac))
+    with simulator(sim_store) as server:
+        env = _env(in_cluster(server, NAMESPACE, "gpubot"))
+        config = write_settings(tmp_path / "settings.yaml")
+        return subprocess.run(
+            [
+                *(sys.executable, "-m", "bot.cli", "serve", "--in-cluster"),
+                *("--config", str(config), "--port", "0", "--log-level", "warning"),
+                *("--store-url", f"sqlite:///{tmp_path / 'gpubot.db'}"),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+
+
+@pytest.mark.parametrize(("kind", "index", "verb"), _grants())
+def test_without_any_one_granted_verb_serve_stops_naming_it(
+    tmp_path: Path, kind: str, index: int, verb: str
+) -> None:
+    rbac: list[dict[str, Any]] = list(yaml.safe_load_all(chart_rbac()))
+    [role] = [d for d in rbac if d["kind"] == kind]
+    rule = role["rules"][index]
+    rule["verbs"] = [v for v in rule["verbs"] if v != verb]
+    if not rule["verbs"]:
+        role["rules"].pop(index)
+    resource = rule["resources"][0]
+    group = rule["apiGroups"][0]
+    done = _start_serve(tmp_path, rbac)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    named = f"{resource}.{group}" if group else resource
+    assert "lack 1 permission(s)" in line and f": {verb} {named}" in line, line
