@@ -40,6 +40,29 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"gpubot {version('gpubot')}")
+        except PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+            print("gpubot (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="Print the version."),
+    ] = False,
+) -> None:
+    """gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes."""
+
+
 rules_app = typer.Typer(help="Check and test rule files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
 sim_app = typer.Typer(

@@ -155,14 +155,7 @@ writable=$(in_image find / -xdev \( -path /tmp -o -path /var/lib/gpubot -o -path
 echo "nothing on the image's root filesystem; /tmp and /var/lib/gpubot are the pod's volumes"
 
 say "gpubot --version"
-if in_image gpubot --help | grep -q -- '--version'; then
-  in_image gpubot --version
-else
-  # TODO(cli): `gpubot --version` does not exist yet; until it does, the installed
-  # distribution's version is read with importlib.metadata.
-  echo "TODO: gpubot has no --version; the installed distribution says:"
-  in_image python -c 'import importlib.metadata as m; print("gpubot", m.version("gpubot"))'
-fi
+in_image gpubot --version
 
 say "gpubot rules lint / rules test (the rules at GPUBOT_RULES_DIR=/etc/gpubot/rules)"
 in_image gpubot rules lint

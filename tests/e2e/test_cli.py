@@ -372,3 +372,11 @@ def test_db_upgrade_brings_an_older_store_to_this_schema(tmp_path: Path) -> None
         "no incident with id or node 'gpu-a1'"
         in gpubot("timeline", "gpu-a1", "--store-url", url).stderr
     )
+
+
+def test_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    done = gpubot("--version")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"gpubot {version('gpubot')}"
