@@ -124,7 +124,10 @@ def run(
             seen.append(signal)
 
     watcher = KubeSignals(
-        cluster, collect, operator_namespaces=tuple(settings.operator_namespaces)
+        cluster,
+        collect,
+        operator_namespaces=tuple(settings.operator_namespaces),
+        gpu_resource=settings.gpu_resource,
     ).start()
     watcher.wait_synced()
     alerts: list[Signal] = []

@@ -247,7 +247,12 @@ def build_replica(
             service.on_signals([signal])
 
     watcher = (
-        KubeSignals(cluster, from_kube, operator_namespaces=tuple(settings.operator_namespaces))
+        KubeSignals(
+            cluster,
+            from_kube,
+            operator_namespaces=tuple(settings.operator_namespaces),
+            gpu_resource=settings.gpu_resource,
+        )
         if watch
         else None
     )
