@@ -12,7 +12,7 @@ diagnosis is posted anyway, saying "evidence unavailable: <reason>". It never im
 Prometheus client library (the port is the edge; `bot.prom.client` is the adapter), and it
 never puts a node name into PromQL unescaped.
 
-Metric names, types and labels are dcgm-exporter's (see docs DOMAIN.md):
+Metric names, types and labels are dcgm-exporter's (its default-counters.csv and README):
 - `DCGM_FI_DEV_XID_ERRORS` is a gauge holding the *last* Xid, so the codes seen are the
   distinct non-zero values over the window (a subquery with `count_values` turns each value
   into an `xid` label and gives its first time); `max_over_time` catches a value too short

@@ -1,8 +1,10 @@
 """Scheduled work (APScheduler 3), jobs kept in the store's database so they survive a
 restart: the leader's duties (resume, pick up approvals), approval expiry, the drain
 watchdog (cordoned nodes diagnosed again every minute), sweeps that
-diagnose the whole cluster even when no alert arrives, and the daily digest (a cron trigger
-in the configured zone, so 09:00 stays 09:00 across DST).
+diagnose the whole cluster even when no alert arrives, the follow-up (what time alone
+changes: held proposals, problems gone long enough, refusals whose reason cleared, repaired
+nodes to offer back), and the daily digest (a cron trigger in the configured zone, so 09:00
+stays 09:00 across DST).
 
 Only the leader runs a scheduler: APScheduler 3 does not support two schedulers on one job
 store, so a replica starts one when it gains the lease and shuts it down when it loses it.

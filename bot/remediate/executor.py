@@ -532,8 +532,9 @@ class Executor:
 
     def _run(self, request: ActionRequest, approvers: list[str]) -> Outcome:
         taking_out = request.action in (Action.CORDON, Action.DRAIN)
-        # Invariant 4 across threads: two approvals at once must not both read a pool with
-        # room for one node and both cordon. From the read to the cordon is one step.
+        # Invariant 6 (the blast radius) across threads: two approvals at once must not both
+        # read a pool with room for one node and both cordon. From the read to the cordon is
+        # one step.
         with self._taking_out if taking_out else nullcontext():
             refused = self._check(request, approvers)
             if refused is not None:

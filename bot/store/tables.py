@@ -1,5 +1,5 @@
 """The schema, as SQLAlchemy Core tables. Alembic's migrations (`migrations/versions`) are
-what create and change it in a database; `tests/test_store.py` proves the two agree."""
+what create and change it in a database; `tests/contract/test_store.py` proves the two agree."""
 
 from __future__ import annotations
 

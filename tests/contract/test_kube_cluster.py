@@ -1,4 +1,4 @@
-"""The Cluster adapter (official kubernetes client) against the simulator over HTTP."""
+"""The Cluster adapter (official kubernetes client) against the simulator, over HTTPS."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ right after an approval is recorded — once while it is draining, once at once 
 other replica takes the Lease over within the lease duration and finishes the action:
 one execution, one cordon, every pod evicted once.
 
-The pods that must leave are held by a finalizer (see tests/test_restart.py), so a leader
+The pods that must leave are held by a finalizer (see tests/e2e/test_restart.py), so a leader
 killed "while it drains" really is mid-drain, and the survivor is seen waiting for a pod
 before the test lets the pods go.
 """
@@ -42,7 +42,7 @@ from tests.helpers.processes import (
 from tests.helpers.stores import postgres_answers, postgres_schema
 
 LEASE_S, RETRY_S = 3.0, 0.5
-"""As tests/test_restart.py's `write_settings` sets them."""
+"""As tests/e2e/test_restart.py's `write_settings` sets them."""
 TAKEOVER_SLACK_S = 0.5
 """HTTP round trips and two busy cores, on top of the lease duration and one retry period."""
 

@@ -1,7 +1,7 @@
 """A Slack Web API double: a real HTTP server on 127.0.0.1 (port 0) for the real clients.
 
 Why it exists: the bot's Slack edge (slack_sdk's `WebClient`, slack-bolt's `respond`) is
-tested against a server, never by patching the client (STYLE.md: "fake the server, not the
+tested against a server, never by patching the client (the rule we follow: "fake the server, not the
 client"). Point a client at it with `WebClient(token=double.token, base_url=double.url)`;
 `url` ends with `/`, as `WebClient` needs (it joins `base_url` and the method name).
 

@@ -44,7 +44,7 @@ REQUIRED = [
     "gpu-admission-rejected",
     "gpu-access-lost",
 ]
-# DOMAIN.md's Xid table and the EKS node-repair fatal set.
+# NVIDIA's Xid catalog (docs.nvidia.com Xid errors) and the EKS node-repair fatal set.
 XID_CODES = {
     13,
     31,
