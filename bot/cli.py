@@ -1,4 +1,8 @@
-"""`gpubot`: the command line. Bad input is one line on stderr and exit code 2, never a trace."""
+"""`gpubot`: the command line. Bad input is one line on stderr and exit code 2, never a trace.
+
+Over 600 lines because it is every command's argument parsing and output, one short function
+each; the work itself is in `bot.roots` (each composition imported lazily, inside its
+command, so `gpubot diagnose` never loads the serving stack or the simulator)."""
 
 from __future__ import annotations
 

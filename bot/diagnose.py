@@ -3,6 +3,10 @@
 Three passes, in this order because each needs the one before: node rules (then the node
 rules that look at what else fired on the node), pool rules (which count node findings),
 cluster rules. The four questions are answered here from the facts, never taken from a rule.
+
+One module (about 600 lines) because the passes share one set of matches and one halting
+decision (a pool-wide failure withdraws node proposals): split, the order they depend on
+would live in the call sites instead of here.
 """
 
 from __future__ import annotations

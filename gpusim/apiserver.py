@@ -23,6 +23,11 @@ client needs as query parameters, `certificate-authority` (the cluster's CA) and
 `token-file` (the admin's token), as a libpq URI carries `sslrootcert`. `bot.kube.cluster`
 `KubeCluster.for_url` and `gpusim.launching` read it; `address` is the bare address kubectl's
 kubeconfig holds (`write_kubeconfig`).
+
+Over 600 lines because one request's path is read here in one go, as the real server's
+handler chain runs it: authentication, authorization, the verb, the subresource, the
+content type and the Status on error. The pieces with a life of their own (RBAC, Tables,
+reviews, credentials, OpenAPI) are their own modules.
 """
 
 from __future__ import annotations

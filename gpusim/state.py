@@ -9,6 +9,9 @@ sends, so the HTTP layer only serialises them.
 It must never act as a controller (nothing here schedules, starts or replaces a pod: that is
 `gpusim.controllers`) and never hold what no Kubernetes object records (GPU health, DCGM
 counters: `gpusim.hardware`); it only stores, versions, selects and answers.
+
+Over 600 lines because storing, versioning, selecting, paging and watching share one lock
+and one resourceVersion counter: split, every part would need the other's lock.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ operator's own, which is the point of running drills before deploying them.
 
 What it must never do: reach anything but 127.0.0.1, or judge what it did not see (the
 verdict is `bot.drills.judging`'s, on the recorded chat and the stored timelines).
+
+Why one module of about 600 lines: it is the only place allowed to import the simulator
+beside `demo` (an import-linter contract), so the world a drill builds (simulator,
+Prometheus, Alertmanager's side, the replica) stays here; the drill files' schema, the
+recording chat and the judge, which need no simulator, are in `bot.drills`.
 """
 
 from __future__ import annotations
