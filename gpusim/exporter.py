@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from prometheus_client.exposition import generate_latest
@@ -47,7 +46,7 @@ from gpusim.metrics import (
 from gpusim.objects import DCGM_EXPORTER_APP, GPU_OPERATOR_NS, Json
 from gpusim.reading import uid_of
 from gpusim.resources import BY_KIND, ApiError
-from gpusim.serving import LoopbackServer
+from gpusim.serving import LoopbackServer, get_handler
 from gpusim.state import ClusterState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -195,20 +194,7 @@ class DcgmExporterServer:
         )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            """Hands every request to the server; keeps nothing itself."""
-
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-        self._http = LoopbackServer(Handler, port, "sim-dcgm-exporter")
+        self._http = LoopbackServer(get_handler(self._handle), port, "sim-dcgm-exporter")
 
     @property
     def port(self) -> int:

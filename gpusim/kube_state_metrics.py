@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 from bot.kube.objects import labels_of, meta, name_of, namespace_of, quantity, spec_of, status_of
 from gpusim.objects import Json
 from gpusim.resources import BY_KIND
-from gpusim.serving import LoopbackServer
+from gpusim.serving import LoopbackServer, get_handler
 from gpusim.state import ClusterState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -253,20 +253,7 @@ class KubeStateMetricsServer:
 
     def __init__(self, store: ClusterState, port: int = 0) -> None:
         self.store = store
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            """Hands every request to the server; keeps nothing itself."""
-
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-            def do_GET(self) -> None:
-                server._handle(self)
-
-        self._http = LoopbackServer(Handler, port, "sim-kube-state-metrics")
+        self._http = LoopbackServer(get_handler(self._handle), port, "sim-kube-state-metrics")
 
     @property
     def port(self) -> int:

@@ -10,6 +10,7 @@ import socket
 import ssl
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -84,3 +85,19 @@ class LoopbackServer:
         if self._thread is not None:  # shutdown() waits for serve_forever, which may never run
             self._http.shutdown()
         self._http.server_close()
+
+
+def get_handler(handle: Callable[[BaseHTTPRequestHandler], None]) -> type[BaseHTTPRequestHandler]:
+    """A request handler class for an exporter: every GET goes to `handle`, nothing is
+    logged, nothing is kept on the handler."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+        def do_GET(self) -> None:
+            handle(self)
+
+    return Handler
