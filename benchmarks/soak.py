@@ -12,8 +12,8 @@ seconds at that scale, not at production's. Fault i hits node i, round-robin ove
 - Xid 79 and ECC double-bit errors: two approvers drain the node, it is repaired (reboot or
   GPU reset) and the uncordon offer is waited for (not approved: nodes stay out, so the
   blast radius is set wide enough for the hour);
-- a device-plugin crash loop and a node that stops posting status: steady problems, never
-  repaired during the hour, on the other node of each training job's pair.
+- a device-plugin crash loop and Fabric Manager down: steady problems, never repaired during
+  the hour, on the other node of each training job's pair.
 
 Printed against the goals of issue "The live loop":
 - messages per fault (goal 1.0): diagnosis messages posted, over faults;
@@ -51,11 +51,13 @@ KINDS = (
     Kind("xid", {"code": 79, "gpu": 3}, "gpu-fell-off-bus", True),
     Kind("plugin-crashloop", {}, "device-plugin-crashloop", False),
     Kind("ecc-dbe", {"gpu": 0}, "gpu-ecc-error", True),
-    Kind("not-ready", {}, "node-not-ready", False),
+    Kind("fabric-manager-down", {}, "fabric-manager-down", False),
 )
 """Drained and steady problems alternate: the scenario runs one training job over each pair
 of nodes (gpu-a1 and gpu-a2, ...) with a budget of one disruption, so only one node of a
-pair is drained; two drains in one job would wait on the budget (a drill of its own)."""
+pair is drained; two drains in one job would wait on the budget (a drill of its own). No
+NotReady node: the scenario's pods lack the tolerations admission gives real pods, so the
+node lifecycle controller would evict the pair's other worker at once and block its drain."""
 APPROVE_AFTER_S = 10.0
 REPAIR_AFTER_S = 18.0
 
@@ -72,7 +74,7 @@ def script(faults: int, every_s: float) -> list[tuple[float, dict[str, object]]]
                     "fault": kind.fault,
                     "node": node,
                     "params": kind.params,
-                    "alert_after": 3 if kind.drained else None,
+                    "alert_after": 3,  # faults the cluster cannot show come as alerts
                 },
             )
         )
@@ -100,7 +102,9 @@ def drill(faults: int, every_s: float, nodes: int) -> Drill:
             "about": f"{faults} faults, one every {every_s:g} s, on {nodes} nodes",
             "cluster": {"gpu_nodes": nodes, "pods_per_node": 1},
             "settings": {
-                "thresholds": {"not_ready_grace_s": 0, "crashloop_window_s": 600},
+                # Fifteen nodes of one pool with the same steady fault within the hour would be
+                # a pool-wide failure (at 25 %): this hour measures node problems.
+                "thresholds": {"pool_wide_min_share": 0.5},
                 "remediation": {
                     "blast_radius": {"max_nodes": nodes, "max_share": 1.0},
                     "approvals": {
@@ -163,6 +167,12 @@ def figures(record: Record) -> dict[str, str]:
     steady = [i for i in record.incidents if i.node in steady_nodes]
     reopens = sum(i.reopened for i in steady)
     messages = sum(1 for s in record.seen if s.kind == "diagnosis")
+    faulted = {p.node: by_fault[p.what].rule for p in faults}
+    others: dict[str, int] = {}
+    for seen in record.seen:
+        if seen.kind == "diagnosis" and seen.node not in faulted:
+            key = f"{seen.rule} on {seen.node or 'the cluster'}"
+            others[key] = others.get(key, 0) + 1
     drained = sum(1 for p in faults if by_fault[p.what].drained)
 
     def spread(values: list[float], out_of: int) -> str:
@@ -180,6 +190,8 @@ def figures(record: Record) -> dict[str, str]:
         "wrong-proposal window": f"{wrong:.1f} s over {drained} drained faults",
         "fault to the right diagnosis": spread(to_right, len(faults)),
         "repair to the uncordon offer": spread(to_offer, drained),
+        "messages about no faulted node": ", ".join(f"{k} ×{v}" for k, v in others.items())
+        or "none",
         "script errors": "; ".join(record.errors) or "none",
     }
 
