@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.clock import Clock
@@ -71,6 +71,10 @@ class LeaderDuties:
         self.on_delivery = on_delivery
         self._in_flight: set[str] = set()
         self._in_flight_lock = threading.Lock()
+        self._absent_looked: dict[str, datetime] = {}
+        """When a follow-up last ran a pass for an absent incident: one that stays open (its
+        node gpubot took out is still out) is looked at again once per resolve window, not
+        on every tick."""
 
     def run_in_background(self) -> None:
         """The scheduler's tick: each pending action on a worker of its own, so the tick
@@ -123,12 +127,22 @@ class LeaderDuties:
         now = self.clock()
         after = timedelta(seconds=self.settings.thresholds.resolve_after_s)
         due: set[str | None] = set()
-        for incident in self.store.incidents(states=OPEN):
+        open_now = self.store.incidents(states=OPEN)
+        # Forget the incidents that are over: the memory follows the open ones.
+        ids = {i.id for i in open_now}
+        self._absent_looked = {k: v for k, v in self._absent_looked.items() if k in ids}
+        for incident in open_now:
             if incident.cluster != self.settings.cluster:
                 continue
-            if (incident.held_until is not None and incident.held_until <= now) or (
-                incident.absent_since is not None and now - incident.absent_since >= after
+            if incident.held_until is not None and incident.held_until <= now:
+                due.add(incident.node)
+            looked = self._absent_looked.get(incident.id)
+            if (
+                incident.absent_since is not None
+                and now - incident.absent_since >= after
+                and (looked is None or now - looked >= after)
             ):
+                self._absent_looked[incident.id] = now
                 due.add(incident.node)
             if incident.state is IncidentState.AWAITING_APPROVAL:
                 self._reoffer(incident)
