@@ -30,10 +30,9 @@ import argparse
 import statistics
 import sys
 from dataclasses import dataclass
-from datetime import datetime
 
 from bot.config import Settings
-from bot.drills.judging import Record, events
+from bot.drills.judging import Record, events, wrong_window
 from bot.drills.spec import Drill
 from bot.model import Action
 from bot.roots.drill import find_prometheus, play_drill
@@ -148,7 +147,7 @@ def figures(record: Record) -> dict[str, str]:
         if right is not None:
             to_right.append((right.at - played.at).total_seconds())
         if kind.drained:
-            wrong += _wrong(record, played.node, played.at)
+            wrong += wrong_window(Action.DRAIN, record, played.node, played.at)
             repaired = repairs.get(played.node)
             offer = next(
                 (
@@ -194,22 +193,6 @@ def figures(record: Record) -> dict[str, str]:
         or "none",
         "script errors": "; ".join(record.errors) or "none",
     }
-
-
-def _wrong(record: Record, node: str, since: datetime) -> float:
-    mine = [o for o in record.offers if o.request.node == node and o.request.created_at >= since]
-    right = min(
-        (o.request.created_at for o in mine if o.request.action is Action.DRAIN), default=None
-    )
-    total = 0.0
-    for offer in mine:
-        if offer.request.action is Action.DRAIN:
-            continue
-        if right is not None and offer.request.created_at >= right:
-            continue
-        until = offer.until or record.ended
-        total += max(0.0, (until - offer.request.created_at).total_seconds())
-    return total
 
 
 def main() -> None:

@@ -208,7 +208,9 @@ def judge(drill: Drill, record: Record) -> Verdict:
         verdict.time_to_right_s = _time_to_right(expect.first.rule, record, story)
         checks.append(_first(expect.first.rule, expect.first.proposal, record, story))
         if expect.first.proposal is not None:
-            verdict.wrong_window_s = _wrong_window(expect.first.proposal, record)
+            verdict.wrong_window_s = wrong_window(
+                expect.first.proposal, record, _first_node(record)
+            )
     if expect.incidents is not None:
         checks.append(_count("incidents", verdict.incidents, expect.incidents))
     if expect.messages is not None:
@@ -298,13 +300,18 @@ def _first(rule: str, proposal: Action | None, record: Record, story: Sequence[E
     return Check(name, True, f"after {_since(record, offer.at):.1f} s")
 
 
-def _wrong_window(proposal: Action, record: Record) -> float:
+def wrong_window(
+    proposal: Action, record: Record, node: str | None, since: datetime | None = None
+) -> float:
     """Seconds during which buttons of another action than the right one could be clicked on
-    the first fault's node before the right one was offered (overlapping offers counted
-    once); what comes after the right one (the uncordon after a repair) is the loop going
-    on, not a wrong answer."""
-    node = _first_node(record)
-    mine = [o for o in record.offers if o.request.node == node]
+    `node` (offered from `since` on) before the right one was offered, overlapping offers
+    counted once; what comes after the right one (the uncordon after a repair) is the loop
+    going on, not a wrong answer."""
+    mine = [
+        o
+        for o in record.offers
+        if o.request.node == node and (since is None or o.request.created_at >= since)
+    ]
     right = min((o.request.created_at for o in mine if o.request.action is proposal), default=None)
     spans = sorted(
         (o.request.created_at, o.until or record.ended)

@@ -130,7 +130,3 @@ class RecordingChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         self._add(Seen(self.clock(), "notice", None, None, text=text))
         self.inner.post_notice(text, monospace)
-
-
-def _is_chat(chat: RecordingChat) -> Chat:
-    return chat  # mypy holds RecordingChat to the Chat protocol here

@@ -157,19 +157,9 @@ def _payload(step: Alert) -> dict[str, Any]:
         "generatorURL": generator,
         "fingerprint": hashlib.sha256(canonical.encode()).hexdigest()[:16],
     }
-    name = spec.labels.get("alertname", "")
-    return {
-        "version": "4",
-        "groupKey": f'{{}}:{{alertname="{name}"}}',
-        "truncatedAlerts": 0,
-        "receiver": "gpubot",
-        "status": spec.status,
-        "alerts": [alert],
-        "groupLabels": {"alertname": name},
-        "commonLabels": spec.labels,
-        "commonAnnotations": spec.annotations,
-        "externalURL": "http://alertmanager:9093",
-    }
+    # The simulator's own payload builder, as for the alerts its faults fire.
+    payload = faults.FaultResult("alert", spec.labels.get("node", ""), [], [alert]).payload()
+    return {**payload, "status": spec.status}
 
 
 class _Prometheus:
