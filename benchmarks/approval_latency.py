@@ -56,10 +56,6 @@ from bot.model import (
     ClusterFacts,
     Diagnosis,
     IncidentState,
-    Lang,
-    Questions,
-    Severity,
-    Stage,
 )
 from bot.names import MAINTENANCE_TAINT, PREFIX
 from bot.ports import Kind
@@ -72,6 +68,7 @@ from gpusim.apiserver import SimulatedApiServer
 from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import SHUTDOWN_ANNOTATION, ClusterState
+from tests.helpers.builders import diagnosis as built_diagnosis
 
 T = TypeVar("T")
 NODE = "gpu-a1"
@@ -106,25 +103,7 @@ def build(gpu_nodes: int, now: datetime) -> list[objects.Json]:
 
 
 def diagnosis() -> Diagnosis:
-    return Diagnosis(
-        rule="gpu-fell-off-bus",
-        node=NODE,
-        pool="a100-east",
-        stage=Stage.STEADY,
-        severity=Severity.CRITICAL,
-        title="GPU fell off the bus",
-        summary="",
-        causes=[],
-        check_first="",
-        questions=Questions(registered="yes", gpu_visible="no", workloads="-", scope="1 node"),
-        evidence=[],
-        blockers=[],
-        runbook=[],
-        rollback="",
-        proposals=[],
-        lang=Lang.EN,
-        signals=["bench"],
-    )
+    return built_diagnosis(node=NODE).model_copy(update={"signals": ["bench"]})
 
 
 class CountingServer:

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import psycopg
 
-from bot.model import Diagnosis, IncidentState, Lang, Questions, Severity, Signal, Stage
+from bot.model import Diagnosis, IncidentState, Signal
 from bot.store.sql import SqlStore, signal_key
+from tests.helpers.builders import diagnosis as built_diagnosis
 
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 NOW = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
@@ -47,25 +48,7 @@ def signals(count: int) -> list[Signal]:
 
 
 def diagnosis(node: str, fingerprint: str) -> Diagnosis:
-    return Diagnosis(
-        rule="gpu-fell-off-bus",
-        node=node,
-        pool="a100",
-        stage=Stage.STEADY,
-        severity=Severity.CRITICAL,
-        title="GPU fell off the bus",
-        summary="",
-        causes=[],
-        check_first="",
-        questions=Questions(registered="yes", gpu_visible="7/8", workloads="-", scope="1"),
-        evidence=[],
-        blockers=[],
-        runbook=[],
-        rollback="",
-        proposals=[],
-        lang=Lang.EN,
-        signals=[fingerprint],
-    )
+    return built_diagnosis(node=node).model_copy(update={"signals": [fingerprint]})
 
 
 def timed(work: Callable[[], None]) -> float:
