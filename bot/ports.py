@@ -389,6 +389,11 @@ class Chat(Protocol):
         digest. `monospace`: columns and a chart that only line up in a fixed-width font."""
         ...
 
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        """What came of a request no incident holds (`/gpubot drain NODE`), told where it
+        was asked: under its proposal, so whoever asked and whoever approved read it."""
+        ...
+
 
 class Outbox(Protocol):
     """The store's durable queue of outgoing chat calls (invariant 8)."""

@@ -276,3 +276,6 @@ class ConsoleChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         # A terminal's font is fixed-width already: `monospace` changes nothing here.
         self.console.print(Text(text, style="yellow"))
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        self.console.print(Text(f"  [request {request.id}] {text}"))

@@ -20,7 +20,9 @@ from typing import Literal
 from bot.model import Action, ActionRequest, Diagnosis, Incident, IncidentState
 from bot.ports import Chat
 
-SeenKind = Literal["diagnosis", "revision", "thread", "asked-again", "withdrawn", "notice"]
+SeenKind = Literal[
+    "diagnosis", "revision", "thread", "asked-again", "withdrawn", "notice", "outcome"
+]
 
 
 @dataclass(frozen=True)
@@ -130,3 +132,7 @@ class RecordingChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         self._add(Seen(self.clock(), "notice", None, None, text=text))
         self.inner.post_notice(text, monospace)
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        self._add(Seen(self.clock(), "outcome", None, request.node, text=text))
+        self.inner.post_result(request, text)

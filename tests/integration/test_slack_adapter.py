@@ -737,6 +737,26 @@ def test_slash_cordon_is_proposed_and_needs_someone_else(rig: Rig) -> None:
     assert "approved by <@U0BOB>" in _texts(update.params["blocks"])
 
 
+def test_a_slash_drain_with_no_incident_tells_its_result_under_its_proposal(rig: Rig) -> None:
+    """Finding 11: `/gpubot drain NODE` with no incident drained the node and told no one:
+    the result was only in the executions table. It now comes in the thread of the proposal,
+    in the channel where the request was made."""
+    assert rig.command(CAROL, "drain gpu-a3")[0] == 200
+    rig.settle()
+    [proposal] = rig.double.messages(CHANNEL)
+    [request_id] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+    assert rig.store.request(request_id).incident is None
+    assert rig.click(ALICE, APPROVE_ACTION, proposal, request_id) == 200
+    rig.settle()
+    assert rig.click(BOB, APPROVE_ACTION, proposal, request_id) == 200
+    rig.settle()
+    assert rig.node("gpu-a3")["spec"].get("unschedulable") is True
+    told = rig.thread(proposal)
+    assert any(line.startswith("drained gpu-a3") for line in told), told
+    tops = [m["ts"] for m in rig.double.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
+    assert tops == [proposal["ts"]]  # in its thread, not a message of its own
+
+
 def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:
     assert rig.command(CAROL, "cordon gpu-a3")[0] == 200
     rig.settle()

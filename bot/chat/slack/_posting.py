@@ -141,6 +141,22 @@ class SlackChat:
         payload = {"channel": self.channel, "text": body}
         self._put(f"notice/{uuid.uuid4().hex}", "notices", "chat.postMessage", payload)
 
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        """A line in the thread of the request's proposal (in its group, so after the
+        proposal and its decision); in the channel when no proposal of it was posted."""
+        proposal = self.outbox.outbox_item(proposal_key(request.id))
+        payload = {
+            "channel": self.channel,
+            "text": fit(escape(text), THREAD_TEXT_MAX, escaped=True),
+        }
+        self._put(
+            f"request/{request.id}/result/{uuid.uuid4().hex}",
+            proposal.group_key if proposal is not None else f"request/{request.id}",
+            "chat.postMessage",
+            payload,
+            refers_to=proposal.key if proposal is not None else None,
+        )
+
     # beyond the port
 
     def post_thread_mrkdwn(self, incident: Incident, mrkdwn: str) -> bool:
