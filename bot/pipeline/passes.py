@@ -142,17 +142,6 @@ class DiagnosisPass:
         incidents; post what is new. Returns the incidents opened or reopened. A pass is
         about the batch's nodes when it names only a few (or about `nodes` when given, and
         few enough), else about the whole cluster."""
-        for signal in batch:
-            if signal.node is None and signal.source == "alertmanager":
-                self.chat.post_notice(
-                    f"alert {signal.name} ({signal.status}) names no node: node unknown. "
-                    f"Its labels: {', '.join(f'{k}={v}' for k, v in sorted(signal.labels.items()))}"
-                )
-            if signal.truncated_alerts:
-                self.chat.post_notice(
-                    f"Alertmanager truncated {signal.truncated_alerts} alert(s) of group "
-                    f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
-                )
         with self._lock:
             return self._run(batch, nodes)
 

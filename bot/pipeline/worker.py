@@ -61,9 +61,13 @@ class Worker:
         self,
         handle: Callable[[list[Signal]], object],
         take_deliveries: Callable[[], list[Signal]],
+        announce: Callable[[list[Signal]], object] = lambda _batch: None,
     ) -> None:
+        """`announce`: what is told about a batch before `handle`, once however often
+        `handle` is tried (notices, which need no cluster)."""
         self.handle = handle
         self.take_deliveries = take_deliveries
+        self.announce = announce
         self._queue: queue.Queue[Item] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -116,6 +120,7 @@ class Worker:
         """The batch (and, with `split`, the deliveries stored meanwhile) through `handle`,
         tried again while it fails on a peer that is away, until it goes through or the
         worker stops."""
+        announced = False
         for attempt in Retrying(
             retry=retry_if_exception_type(TemporaryError),
             wait=wait_exponential(multiplier=RETRY_FIRST_S, max=RETRY_MAX_S),
@@ -128,6 +133,9 @@ class Worker:
                 if split:
                     batch += self.take_deliveries()
                     split = False
+                if batch and not announced:
+                    self.announce(batch)
+                    announced = True
                 if batch:
                     self.handle(batch)
         self.paused.up()
