@@ -178,7 +178,8 @@ def test_an_alert_taken_while_the_kubernetes_api_was_away_is_diagnosed_soon_afte
     alert = webhook_alert(
         "GPUXidError", node="gpu-a2", gpu="0", xid="79", started=datetime.now(UTC)
     )
-    assert post_webhook(serving.base, webhook_payload(alert)) == 200
+    nowhere = webhook_alert("GPUDriverMismatch", job="dcgm", started=datetime.now(UTC))
+    assert post_webhook(serving.base, webhook_payload(alert, nowhere)) == 200
     time.sleep(4)  # the pass fails meanwhile, and is tried again
     assert serving.replica.store.incidents(node="gpu-a2") == []
     back = SimulatedApiServer(serving.api.store, port=port).start()
@@ -197,6 +198,8 @@ def test_an_alert_taken_while_the_kubernetes_api_was_away_is_diagnosed_soon_afte
         return [m for r in caplog.records if (m := r.getMessage()).startswith(start)]
 
     wait_for("the line that says it goes on", lambda: said("diagnosis goes on"))
+    # Told once, though its batch was tried again and again.
+    assert serving.chat_output.getvalue().count("GPUDriverMismatch (firing) names no node") == 1
     assert (len(said("diagnosis paused")), len(said("diagnosis goes on"))) == (1, 1)
     messages = [record.getMessage() for record in caplog.records]
     assert not [m for m in messages if m.startswith("processing")], messages
