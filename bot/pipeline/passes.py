@@ -39,6 +39,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.names import GPUBOT
+from bot.pipeline.told import Told
 from bot.ports import Chat, Cluster, Store
 from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
@@ -132,6 +133,8 @@ class DiagnosisPass:
         self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._matches = NodeMatches()
+        self.told = Told()
+        """What each open incident's message states, so a change is revised in place."""
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
         GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records
@@ -186,6 +189,7 @@ class DiagnosisPass:
             facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
         ).diagnoses
         open_here = self._open_by_subject()
+        self.told.forget({i.id for here in open_here.values() for i in here})
         opened: list[Incident] = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         seen: set[str] = set()
@@ -198,6 +202,7 @@ class DiagnosisPass:
             if keeper is not None:
                 seen.add(keeper.id)  # the problem is still there; its incident tells it better
                 continue
+            self._know_what_it_says(open_here.get(found.subject, []), found.rule)
             result = self.store.record_diagnosis(
                 self.settings.cluster,
                 found,
@@ -209,6 +214,7 @@ class DiagnosisPass:
             recorded.append((found, result.incident))
             if result.change == "updated":
                 self._release_if_due(result.incident, found, facts, now)
+                self._revise_if_stale(result.incident, found, now)
                 continue
             opened.append(result.incident)
             self._tell(result, found, facts, now)
@@ -279,6 +285,7 @@ class DiagnosisPass:
             else:
                 note = f"came back (reopened {incident.reopened}×): {found.title}"
             self.chat.revise_diagnosis(incident, found, requests, note)
+        self.told.said(incident.id, found, now)
         if held and incident.held_until is not None:
             self.chat.post_thread(
                 incident,
@@ -326,6 +333,44 @@ class DiagnosisPass:
                 f"no better diagnosis came within {self.settings.thresholds.settle_s} s: "
                 "proposing now",
             )
+            self.told.said(incident.id, found, now)
+
+    def _know_what_it_says(self, open_here: Sequence[Incident], rule: str) -> None:
+        """An incident this process has not told yet (a restart, another replica posted it):
+        its message states the stored diagnosis, read before this pass overwrites it."""
+        same = next((i for i in open_here if i.rule == rule), None)
+        if same is None or not same.chat_ref or self.told.knows(same.id):
+            return
+        stored = self.store.diagnosis(same.id)
+        if stored is not None:
+            self.told.said(same.id, stored, None)
+
+    def _revise_if_stale(self, incident: Incident, found: Diagnosis, now: datetime) -> None:
+        """The message no longer states what blocks the drain (a pod gone, a budget freed, a
+        new blocker): revised in place, the change said in its thread and timeline, with
+        the buttons of the requests still undecided."""
+        if not incident.chat_ref:
+            return
+        revision = self.told.revision(incident.id, found, now, self.settings.lang)
+        if revision is None:
+            return
+        self.store.append(
+            TimelineEntry(
+                incident=incident.id,
+                at=now,
+                actor=GPUBOT,
+                kind="note",
+                text=revision.note,
+                data={"updated": {"gone": list(revision.gone), "new": list(revision.new)}},
+            )
+        )
+        undecided = [
+            r
+            for r in self.store.requests(incident.id)
+            if self.store.execution(r.id) is None and now < r.expires_at
+        ]
+        self.chat.revise_diagnosis(incident, found, undecided, revision.note)
+        self.told.said(incident.id, found, now)
 
     def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
         """Signals split during a pass that the pass does not cover (a node outside its scope)

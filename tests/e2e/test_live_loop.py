@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.config import BlastRadius, Remediation
 from bot.model import Action, IncidentState
+from gpusim.resources import BY_KIND
 from tests.helpers.rigs import LIVE_POLICY, Live, make_live
 
 
@@ -100,3 +101,46 @@ def test_a_repaired_node_is_told_what_keeps_it_out_and_until_when_then_offered_b
     assert live.service.approve(uncordon.id, "alice").status == "acted"
     assert not live.cordoned("gpu-a2")
     assert live.store.incident(incident.id).state is not IncidentState.FAILED
+
+
+def test_a_drain_proposal_names_the_blocking_budget_and_drops_it_once_freed(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    live = make_live(sim_cluster, tmp_path)
+    live.fault("pdb-block", "gpu-a1")
+    live.run(live.fault("xid", "gpu-a1", code=79, gpu=2))
+    [posted] = live.shown("diagnosis", "gpu-a1")
+    assert posted.offered == (Action.DRAIN,)
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in posted.text
+
+    live.repair("pdb-block", "gpu-a1")
+    live.run()  # the budget freed within 30 s of the post: the message waits
+    assert live.shown("revision", "gpu-a1") == []
+    live.clock.ahead = timedelta(seconds=31)
+    live.run()
+    [revised] = live.shown("revision", "gpu-a1")
+    assert "train-llm-0-pdb" not in revised.text.split("\n", 1)[1]
+    assert revised.text.startswith("updated: no longer in the drain's way: pdb ml/")
+    assert revised.offered == (Action.DRAIN,)  # the same request's buttons stay
+    [incident] = live.store.incidents(node="gpu-a1")
+    assert any(e.text.startswith("updated: ") for e in live.store.timeline(incident.id))
+    live.clock.ahead = timedelta(seconds=70)
+    live.run()  # found again the same: not revised again
+    assert len(live.shown("revision", "gpu-a1")) == 1
+
+
+def test_a_pod_gone_is_no_longer_listed_as_in_the_drains_way_in_chinese_too(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    live = make_live(sim_cluster, tmp_path, lang="zh")
+    live.fault("pdb-block", "gpu-a1")
+    live.run(live.fault("xid", "gpu-a1", code=79, gpu=2))
+    [posted] = live.shown("diagnosis", "gpu-a1")
+    [pod] = [line for line in posted.text.splitlines() if "ml/" in line and "disruptions" in line]
+    name = pod.split("ml/", 1)[1].split(":", 1)[0]
+    live.server.store.delete(BY_KIND["Pod"], "ml", name)
+    live.clock.ahead = timedelta(seconds=31)
+    live.run()
+    [revised] = live.shown("revision", "gpu-a1")
+    assert revised.text.startswith(f"已更新：不再阻塞排空：pdb ml/{name} ")
+    assert f"ml/{name}" not in revised.text.split("\n", 1)[1]
