@@ -133,7 +133,7 @@ class DiagnosisPass:
         self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._matches = NodeMatches()
-        self.told = Told()
+        self.told = Told(settings.thresholds.revise_every_s)
         """What each open incident's message states, so a change is revised in place."""
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
@@ -193,7 +193,15 @@ class DiagnosisPass:
         opened: list[Incident] = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         seen: set[str] = set()
-        for found in diagnoses:
+        halted = {
+            i.pool: i
+            for here in open_here.values()
+            for i in here
+            if i.node is None and i.pool and i.chat_ref and self._halts(i.rule)
+        }
+        # Pool diagnoses first: a pool-wide failure's message is the one the messages of its
+        # nodes go under (one message in the channel for the pool, not one per node).
+        for found in sorted(diagnoses, key=lambda d: d.node is not None):
             if self.evidence is not None and found.node:
                 found = found.model_copy(
                     update={"evidence": [*found.evidence, *self.evidence(found.node)]}
@@ -217,7 +225,10 @@ class DiagnosisPass:
                 self._revise_if_stale(result.incident, found, now)
                 continue
             opened.append(result.incident)
-            self._tell(result, found, facts, now)
+            under = halted.get(found.pool or "") if found.node else None
+            told = self._tell(result, found, facts, now, under)
+            if found.node is None and found.pool and told.chat_ref and self._halts(found.rule):
+                halted[found.pool] = told
         self._group_under_pools(recorded, facts.nodes)
         self._resolve_gone(batch, seen, facts.nodes, now, scope)
         if self.telemetry is not None:
@@ -239,10 +250,22 @@ class DiagnosisPass:
         better = self.rules.explained_by(rule) | self.rules.same_problem(rule)
         return next((i for i in open_here if i.rule in better), None)
 
-    def _tell(self, result: Recorded, found: Diagnosis, facts: ClusterFacts, now: datetime) -> None:
+    def _halts(self, rule: str) -> bool:
+        spec = self.rules.spec(rule)
+        return spec is not None and spec.halts_node_remediation
+
+    def _tell(
+        self,
+        result: Recorded,
+        found: Diagnosis,
+        facts: ClusterFacts,
+        now: datetime,
+        under: Incident | None = None,
+    ) -> Incident:
         """A new, reopened or superseded incident: its diagnosis in the timeline, its proposals
         (or held, when a better diagnosis is likely to follow), its message posted or
-        revised in place (the same thread for its whole life)."""
+        revised in place (the same thread for its whole life). `under`: the pool-wide
+        incident whose thread a new node incident's message goes in."""
         incident = result.incident
         self.store.append(
             TimelineEntry(
@@ -271,9 +294,10 @@ class DiagnosisPass:
             self._settle_state(incident.id, now)
         incident = self.store.incident(incident.id)
         if result.change == "new":
-            ref = self.chat.post_diagnosis(incident, found, requests)
+            ref = self.chat.post_diagnosis(incident, found, requests, under)
             if ref:
                 self.store.set_chat_ref(incident.id, ref)
+                incident = incident.model_copy(update={"chat_ref": ref})
         else:
             for request in self._withdrawn_now(incident.id, now):
                 self.chat.withdraw(incident, request, f"superseded by {found.rule}")
@@ -296,6 +320,7 @@ class DiagnosisPass:
         if self.telemetry is not None:
             self.telemetry.diagnoses_posted.inc()
         self.on_diagnosis(incident, found)
+        return incident
 
     def _settle_state(self, incident_id: str, now: datetime) -> None:
         """No proposal (now): the incident is diagnosed, not waiting for anyone."""

@@ -6,7 +6,7 @@ Why it exists: the on-call reads the message, not the timeline. A pod evicted or
 budget freed, a new pod that blocks: a message still naming what is gone, or missing what
 now blocks, sends them to the wrong place. Told remembers, per incident, what its message
 says, so a pass can tell a real change from the same facts found again, and revise at most
-once per `REVISE_EVERY_S` (a drain evicting a hundred pods must not edit the message a
+once per `thresholds.revise_every_s` (a drain evicting a hundred pods must not edit the message a
 hundred times; the next pass after the pause says where things stand).
 
 What it must never do: revise a message over what does not change what a person would do
@@ -20,9 +20,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.model import Blocker, Diagnosis, Lang
-
-REVISE_EVERY_S = 30
-"""At most one revision of one incident's message in this many seconds."""
 
 _SAID = {
     Lang.EN: {
@@ -75,7 +72,7 @@ class Told:
     when it was last posted or revised. Another replica's revisions are not seen here: after
     a restart or a handover the stored diagnosis is the starting point (`knows`, `said`)."""
 
-    def __init__(self, every_s: float = REVISE_EVERY_S) -> None:
+    def __init__(self, every_s: float) -> None:
         self.every = timedelta(seconds=every_s)
         self._said: dict[str, tuple[dict[tuple[str, str, str], Blocker], datetime | None]] = {}
         self._lock = threading.Lock()
