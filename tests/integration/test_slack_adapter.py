@@ -697,6 +697,22 @@ def test_a_message_revised_for_a_new_blocker_still_says_who_approved(rig: Rig) -
     ), rig.thread(message)
 
 
+def test_a_drain_proposal_names_the_blocking_budget_however_many_other_blockers(
+    rig: Rig,
+) -> None:
+    """Six pods started by hand (no controller, emptyDir data: twelve blockers, more than the
+    message shows) and a budget that allows no disruption: the budget is what stalls a drain
+    on 429s, so the message names it with its disruptionsAllowed."""
+    for n in range(6):
+        stray = objects.pod(f"scratch-{n}", "default", "gpu-a2", datetime.now(UTC), emptydir=True)
+        rig.sim.store.create(BY_KIND["Pod"], "default", stray)
+    faults.inject(rig.sim.store, "pdb-block", "gpu-a2", datetime.now(UTC))
+    incident, _ = rig.alert_xid79()
+    shown = _texts(rig.message_of(str(incident.chat_ref))["blocks"])
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in shown
+    assert "more in the timeline" in shown  # the other blockers are not all shown
+
+
 def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread(
     rig: Rig,
 ) -> None:
