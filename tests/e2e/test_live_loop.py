@@ -112,6 +112,7 @@ def test_a_drain_proposal_names_the_blocking_budget_and_drops_it_once_freed(
     [posted] = live.shown("diagnosis", "gpu-a1")
     assert posted.offered == (Action.DRAIN,)
     assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in posted.text
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in live.out.getvalue()  # the console
 
     live.repair("pdb-block", "gpu-a1")
     live.run()  # the budget freed within 30 s of the post: the message waits
@@ -122,6 +123,7 @@ def test_a_drain_proposal_names_the_blocking_budget_and_drops_it_once_freed(
     assert "train-llm-0-pdb" not in revised.text.split("\n", 1)[1]
     assert revised.text.startswith("updated: no longer in the drain's way: pdb ml/")
     assert revised.offered == (Action.DRAIN,)  # the same request's buttons stay
+    assert "updated: no longer in the drain's way: pdb ml/" in live.out.getvalue()
     [incident] = live.store.incidents(node="gpu-a1")
     assert any(e.text.startswith("updated: ") for e in live.store.timeline(incident.id))
     live.clock.ahead = timedelta(seconds=70)
