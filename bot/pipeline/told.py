@@ -6,8 +6,10 @@ Why it exists: the on-call reads the message, not the timeline. A pod evicted or
 budget freed, a new pod that blocks: a message still naming what is gone, or missing what
 now blocks, sends them to the wrong place. Told remembers, per incident, what its message
 says, so a pass can tell a real change from the same facts found again, and revise at most
-once per `thresholds.revise_every_s` (a drain evicting a hundred pods must not edit the message a
-hundred times; the next pass after the pause says where things stand).
+once per `thresholds.revise_every_s` (a drain evicting a hundred pods must not edit the
+message a hundred times; the next pass after the pause says where things stand). `due` tells
+the leader's follow-up when that pass is owed, so a change seen during the pause does not
+wait for a signal that may never come.
 
 What it must never do: revise a message over what does not change what a person would do
 (a terminating pod's age, a healthy count), or decide anything about the incident.
@@ -75,6 +77,8 @@ class Told:
     def __init__(self, every_s: float) -> None:
         self.every = timedelta(seconds=every_s)
         self._said: dict[str, tuple[dict[tuple[str, str, str], Blocker], datetime | None]] = {}
+        self._waiting: dict[str, tuple[str | None, datetime]] = {}
+        """Incidents with a change held back by the pause: (node, when it may be revised)."""
         self._lock = threading.Lock()
 
     def knows(self, incident_id: str) -> bool:
@@ -86,11 +90,23 @@ class Told:
         not revised by this process)."""
         with self._lock:
             self._said[incident_id] = ({_key(b): b for b in diagnosis.blockers}, at)
+            self._waiting.pop(incident_id, None)
 
     def forget(self, keep: set[str]) -> None:
         """Only incidents still open are remembered."""
         with self._lock:
             self._said = {k: v for k, v in self._said.items() if k in keep}
+            self._waiting = {k: v for k, v in self._waiting.items() if k in keep}
+
+    def due(self, now: datetime) -> set[str | None]:
+        """The nodes (None: a pool's or the cluster's incident) whose message has a change
+        held back by the pause that may be revised now: a pass about them is owed. Each is
+        handed out once; a pass that still finds the change too recent holds it again."""
+        with self._lock:
+            ready = {k: node for k, (node, at) in self._waiting.items() if at <= now}
+            for incident_id in ready:
+                del self._waiting[incident_id]
+        return set(ready.values())
 
     def revision(
         self, incident_id: str, diagnosis: Diagnosis, now: datetime, lang: Lang
@@ -105,8 +121,12 @@ class Told:
         stated, at = said
         now_blocking = {_key(b): b for b in diagnosis.blockers}
         if now_blocking.keys() == stated.keys():
+            with self._lock:
+                self._waiting.pop(incident_id, None)
             return None
         if at is not None and now - at < self.every:
+            with self._lock:
+                self._waiting[incident_id] = (diagnosis.node, at + self.every)
             return None
         gone = tuple(_line(b) for k, b in stated.items() if k not in now_blocking)
         new = tuple(_line(b) for k, b in now_blocking.items() if k not in stated)

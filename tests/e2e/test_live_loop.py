@@ -117,8 +117,11 @@ def test_a_drain_proposal_names_the_blocking_budget_and_drops_it_once_freed(
     live.repair("pdb-block", "gpu-a1")
     live.run()  # the budget freed within 30 s of the post: the message waits
     assert live.shown("revision", "gpu-a1") == []
+    live.follow_up()
+    assert live.shown("revision", "gpu-a1") == []
+    # Once the pace allows, the leader's follow-up (every 5 s) revises it: no signal needed.
     live.clock.ahead = timedelta(seconds=31)
-    live.run()
+    live.follow_up()
     [revised] = live.shown("revision", "gpu-a1")
     assert "train-llm-0-pdb" not in revised.text.split("\n", 1)[1]
     assert revised.text.startswith("updated: no longer in the drain's way: pdb ml/")
