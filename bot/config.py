@@ -66,6 +66,9 @@ class Thresholds(BaseModel):
     went missing arrives seconds after the watch saw it go (Alertmanager's group_wait)."""
     resolve_after_s: int = 120
     """A symptom must stay away this long before its incident resolves (hysteresis)."""
+    revise_every_s: int = 30
+    """An incident's message is revised for a change of what blocks its drain at most once
+    in this long (a drain evicting many pods must not edit it at every eviction)."""
     upgrade_stuck_after_s: int = 2 * 3600
     """A driver upgrade state the operator normally leaves in minutes, held longer than this,
     is stuck (the label has no time: see `NodeFacts.upgrade_for_s`)."""

@@ -514,10 +514,14 @@ _ALSO_FIRING_TEXT = 160
 def _would_block_a_drain(found: RuleMatch, node: NodeFacts | None) -> list[Blocker]:
     """What a proposed drain would meet, read with the diagnosis: each budget that allows no
     disruption (with its disruptionsAllowed), emptyDir data, pods nothing recreates. Said
-    before anyone approves, not found out when the drain stalls on 429s."""
+    before anyone approves, not found out when the drain stalls on 429s. Budgets first: a
+    message shows only so many blockers, and a budget is what stalls a drain with no flag
+    to get past it."""
     if node is None or not any(action is Action.DRAIN for action, _ in found.actions):
         return []
-    return [b for b in node.blockers if b.kind != "daemonset"]
+    return sorted(
+        (b for b in node.blockers if b.kind != "daemonset"), key=lambda b: b.kind != "pdb"
+    )
 
 
 def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:

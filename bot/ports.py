@@ -351,9 +351,15 @@ class Chat(Protocol):
     Delivery is the adapter's (Slack's goes through the store's outbox)."""
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
-        """Posts the message; returns where it lives (the incident's `chat_ref`), if known."""
+        """Posts the message; returns where it lives (the incident's `chat_ref`), if known.
+        `under`: the pool-wide incident this one is part of; the message goes in that
+        incident's thread, not in the channel (one channel message for a pool failure)."""
         ...
 
     def post_thread(self, incident: Incident, text: str) -> None:

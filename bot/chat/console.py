@@ -238,9 +238,14 @@ class ConsoleChat:
         self.lang = lang
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
-        self.console.print(Text(f"incident {incident.id}", style="bold"))
+        part_of = f" (in the thread of incident {under.id})" if under is not None else ""
+        self.console.print(Text(f"incident {incident.id}{part_of}", style="bold"))
         self.console.print(render_panel(diagnosis, EVIDENCE_SHOWN))
         for request in requests:
             self.console.print(render_request(request))

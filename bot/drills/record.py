@@ -39,6 +39,8 @@ class Seen:
     text: str = ""
     resolved: bool = False
     """A thread line posted as its incident resolved (the resolve summary)."""
+    under: str | None = None
+    """A diagnosis posted in the thread of this (pool-wide) incident, not in the channel."""
 
 
 def _diagnosis_text(diagnosis: Diagnosis, requests: Sequence[ActionRequest]) -> str:
@@ -65,7 +67,11 @@ class RecordingChat:
             return list(self.seen)
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
         self._add(
             Seen(
@@ -76,9 +82,10 @@ class RecordingChat:
                 diagnosis.rule,
                 tuple(r.action for r in requests),
                 _diagnosis_text(diagnosis, requests),
+                under=under.id if under is not None else None,
             )
         )
-        return self.inner.post_diagnosis(incident, diagnosis, requests)
+        return self.inner.post_diagnosis(incident, diagnosis, requests, under)
 
     def post_thread(self, incident: Incident, text: str) -> None:
         resolved = incident.state is IncidentState.RESOLVED

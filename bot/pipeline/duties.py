@@ -118,10 +118,10 @@ class LeaderDuties:
 
     def follow_up(self) -> None:
         """What time alone changes, within seconds: held proposals whose settle window
-        passed and absent problems that stayed away long enough (a pass about their nodes
-        decides), requests refused for a reason that has cleared (offered again, new
-        buttons), and repaired nodes gpubot took out (the health gate, then an uncordon or
-        the items still blocking it)."""
+        passed, absent problems that stayed away long enough and messages whose revision
+        waited for the pace (a pass about their nodes decides), requests refused for a
+        reason that has cleared (offered again, new buttons), and repaired nodes gpubot
+        took out (the health gate, then an uncordon or the items still blocking it)."""
         if not self.is_leader():
             return
         now = self.clock()
@@ -148,6 +148,8 @@ class LeaderDuties:
                 self._reoffer(incident)
             elif incident.state is IncidentState.SUCCEEDED and incident.absent_since is not None:
                 self._back_to_service(incident)
+        # Messages with a change held back by the revision pace: the pass that revises them.
+        due |= self.passes.told.due(now)
         if self.passes.due_at is not None and self.passes.due_at <= now:
             self.passes.due_at = None
             due.add(None)

@@ -39,6 +39,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.names import GPUBOT
+from bot.pipeline.told import Told
 from bot.ports import Chat, Cluster, Store
 from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
@@ -132,6 +133,8 @@ class DiagnosisPass:
         self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._matches = NodeMatches()
+        self.told = Told(settings.thresholds.revise_every_s)
+        """What each open incident's message states, so a change is revised in place."""
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
         GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records
@@ -175,10 +178,19 @@ class DiagnosisPass:
             facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
         ).diagnoses
         open_here = self._open_by_subject()
+        self.told.forget({i.id for here in open_here.values() for i in here})
         opened: list[Incident] = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         seen: set[str] = set()
-        for found in diagnoses:
+        halted = {
+            i.pool: i
+            for here in open_here.values()
+            for i in here
+            if i.node is None and i.pool and i.chat_ref and self._halts(i.rule)
+        }
+        # Pool diagnoses first: a pool-wide failure's message is the one the messages of its
+        # nodes go under (one message in the channel for the pool, not one per node).
+        for found in sorted(diagnoses, key=lambda d: d.node is not None):
             if self.evidence is not None and found.node:
                 found = found.model_copy(
                     update={"evidence": [*found.evidence, *self.evidence(found.node)]}
@@ -187,6 +199,7 @@ class DiagnosisPass:
             if keeper is not None:
                 seen.add(keeper.id)  # the problem is still there; its incident tells it better
                 continue
+            self._know_what_it_says(open_here.get(found.subject, []), found.rule)
             result = self.store.record_diagnosis(
                 self.settings.cluster,
                 found,
@@ -198,9 +211,13 @@ class DiagnosisPass:
             recorded.append((found, result.incident))
             if result.change == "updated":
                 self._release_if_due(result.incident, found, facts, now)
+                self._revise_if_stale(result.incident, found, now)
                 continue
             opened.append(result.incident)
-            self._tell(result, found, facts, now)
+            under = halted.get(found.pool or "") if found.node else None
+            told = self._tell(result, found, facts, now, under)
+            if found.node is None and found.pool and told.chat_ref and self._halts(found.rule):
+                halted[found.pool] = told
         self._group_under_pools(recorded, facts.nodes)
         self._resolve_gone(batch, seen, facts.nodes, now, scope)
         if self.telemetry is not None:
@@ -222,10 +239,22 @@ class DiagnosisPass:
         better = self.rules.explained_by(rule) | self.rules.same_problem(rule)
         return next((i for i in open_here if i.rule in better), None)
 
-    def _tell(self, result: Recorded, found: Diagnosis, facts: ClusterFacts, now: datetime) -> None:
+    def _halts(self, rule: str) -> bool:
+        spec = self.rules.spec(rule)
+        return spec is not None and spec.halts_node_remediation
+
+    def _tell(
+        self,
+        result: Recorded,
+        found: Diagnosis,
+        facts: ClusterFacts,
+        now: datetime,
+        under: Incident | None = None,
+    ) -> Incident:
         """A new, reopened or superseded incident: its diagnosis in the timeline, its proposals
         (or held, when a better diagnosis is likely to follow), its message posted or
-        revised in place (the same thread for its whole life)."""
+        revised in place (the same thread for its whole life). `under`: the pool-wide
+        incident whose thread a new node incident's message goes in."""
         incident = result.incident
         self.store.append(
             TimelineEntry(
@@ -254,9 +283,10 @@ class DiagnosisPass:
             self._settle_state(incident.id, now)
         incident = self.store.incident(incident.id)
         if result.change == "new":
-            ref = self.chat.post_diagnosis(incident, found, requests)
+            ref = self.chat.post_diagnosis(incident, found, requests, under)
             if ref:
                 self.store.set_chat_ref(incident.id, ref)
+                incident = incident.model_copy(update={"chat_ref": ref})
         else:
             for request in self._withdrawn_now(incident.id, now):
                 self.chat.withdraw(incident, request, f"superseded by {found.rule}")
@@ -268,6 +298,7 @@ class DiagnosisPass:
             else:
                 note = f"came back (reopened {incident.reopened}×): {found.title}"
             self.chat.revise_diagnosis(incident, found, requests, note)
+        self.told.said(incident.id, found, now)
         if held and incident.held_until is not None:
             self.chat.post_thread(
                 incident,
@@ -278,6 +309,7 @@ class DiagnosisPass:
         if self.telemetry is not None:
             self.telemetry.diagnoses_posted.inc()
         self.on_diagnosis(incident, found)
+        return incident
 
     def _settle_state(self, incident_id: str, now: datetime) -> None:
         """No proposal (now): the incident is diagnosed, not waiting for anyone."""
@@ -315,6 +347,44 @@ class DiagnosisPass:
                 f"no better diagnosis came within {self.settings.thresholds.settle_s} s: "
                 "proposing now",
             )
+            self.told.said(incident.id, found, now)
+
+    def _know_what_it_says(self, open_here: Sequence[Incident], rule: str) -> None:
+        """An incident this process has not told yet (a restart, another replica posted it):
+        its message states the stored diagnosis, read before this pass overwrites it."""
+        same = next((i for i in open_here if i.rule == rule), None)
+        if same is None or not same.chat_ref or self.told.knows(same.id):
+            return
+        stored = self.store.diagnosis(same.id)
+        if stored is not None:
+            self.told.said(same.id, stored, None)
+
+    def _revise_if_stale(self, incident: Incident, found: Diagnosis, now: datetime) -> None:
+        """The message no longer states what blocks the drain (a pod gone, a budget freed, a
+        new blocker): revised in place, the change said in its thread and timeline, with
+        the buttons of the requests still undecided."""
+        if not incident.chat_ref:
+            return
+        revision = self.told.revision(incident.id, found, now, self.settings.lang)
+        if revision is None:
+            return
+        self.store.append(
+            TimelineEntry(
+                incident=incident.id,
+                at=now,
+                actor=GPUBOT,
+                kind="note",
+                text=revision.note,
+                data={"updated": {"gone": list(revision.gone), "new": list(revision.new)}},
+            )
+        )
+        undecided = [
+            r
+            for r in self.store.requests(incident.id)
+            if self.store.execution(r.id) is None and now < r.expires_at
+        ]
+        self.chat.revise_diagnosis(incident, found, undecided, revision.note)
+        self.told.said(incident.id, found, now)
 
     def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
         """Signals split during a pass that the pass does not cover (a node outside its scope)

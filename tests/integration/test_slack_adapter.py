@@ -71,7 +71,8 @@ from bot.remediate.executor import Executor
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
-from gpusim import faults
+from gpusim import faults, objects
+from gpusim.resources import BY_KIND
 from tests.helpers.paths import NOW, REPO
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
@@ -226,9 +227,11 @@ class Rig:
 @pytest.fixture
 def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     sim, cluster = sim_cluster
-    # Proposals at once (not held for an alert): the buttons are what these tests click.
+    # Proposals at once (not held for an alert): the buttons are what these tests click;
+    # revisions at once (not one in 30 s): what a revision keeps is what some test looks at.
     settings = Settings(
-        remediation=Remediation(approvals=POLICY), thresholds=Thresholds(settle_s=0)
+        remediation=Remediation(approvals=POLICY),
+        thresholds=Thresholds(settle_s=0, revise_every_s=0),
     )
     slack = SlackSettings(
         bot_token=DEFAULT_TOKEN,
@@ -668,6 +671,68 @@ def test_deny_replaces_the_buttons(rig: Rig) -> None:
     assert (APPROVE_ACTION, drain.id) not in _buttons(update.params["blocks"])
     assert "denied by <@U0BOB>" in _texts(update.params["blocks"])
     assert rig.sim.store.evictions == []
+
+
+def test_a_message_revised_for_a_new_blocker_still_says_who_approved(rig: Rig) -> None:
+    """After the drain, someone starts a pod by hand on the cordoned node: the message is
+    revised to name it, and keeps saying who approved the drain."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    for who in (ALICE, BOB):
+        assert rig.click(who, APPROVE_ACTION, message, drain.id) == 200
+        rig.settle()
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is True
+    stray = objects.pod("debug-shell", "default", "gpu-a2", datetime.now(UTC), age=timedelta(0))
+    rig.sim.store.create(BY_KIND["Pod"], "default", stray)
+    rig.service.process([])
+    rig.settle()
+    last = rig.double.message(CHANNEL, message["ts"])
+    shown = _texts(last["blocks"])
+    assert "default/debug-shell" in shown
+    assert "approved by <@U0ALICE> and <@U0BOB>" in shown
+    assert (SNOOZE_ACTION, incident.id) in _buttons(last["blocks"])
+    assert any(
+        t.startswith("updated: now in the drain's way: no-controller default/debug-shell")
+        for t in rig.thread(message)
+    ), rig.thread(message)
+
+
+def test_a_drain_proposal_names_the_blocking_budget_however_many_other_blockers(
+    rig: Rig,
+) -> None:
+    """Six pods started by hand (no controller, emptyDir data: twelve blockers, more than the
+    message shows) and a budget that allows no disruption: the budget is what stalls a drain
+    on 429s, so the message names it with its disruptionsAllowed."""
+    for n in range(6):
+        stray = objects.pod(f"scratch-{n}", "default", "gpu-a2", datetime.now(UTC), emptydir=True)
+        rig.sim.store.create(BY_KIND["Pod"], "default", stray)
+    faults.inject(rig.sim.store, "pdb-block", "gpu-a2", datetime.now(UTC))
+    incident, _ = rig.alert_xid79()
+    shown = _texts(rig.message_of(str(incident.chat_ref))["blocks"])
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in shown
+    assert "more in the timeline" in shown  # the other blockers are not all shown
+
+
+def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread(
+    rig: Rig,
+) -> None:
+    for node in ("gpu-a1", "gpu-a2", "gpu-a3"):
+        faults.inject(rig.sim.store, "zero-capacity", node, datetime.now(UTC))
+    rig.service.process([])
+    rig.settle()
+    [pool] = [i for i in rig.store.incidents() if i.node is None and i.pool == "a100-east"]
+    assert pool.rule == "pool-wide-failure"
+    nodes = [i for i in rig.store.incidents() if i.node in ("gpu-a1", "gpu-a2", "gpu-a3")]
+    assert len(nodes) == 3
+    in_channel = [m for m in rig.double.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
+    assert len(in_channel) == 1
+    [message] = in_channel
+    assert message["ts"] == rig.message_of(str(pool.chat_ref))["ts"]
+    replies = rig.double.replies(CHANNEL, message["ts"])
+    for incident in nodes:
+        posted = rig.message_of(str(incident.chat_ref))
+        assert posted in replies  # the node's diagnosis, in the pool's thread
+        assert incident.node is not None and incident.node in _texts(posted["blocks"])
 
 
 def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_nothing(

@@ -32,6 +32,9 @@ from typing import Any
 from slack_sdk.models.blocks import Block, SectionBlock
 
 from bot.chat.blocks import (
+    DECISION_BLOCK_PREFIX,
+    INCIDENT_BLOCK_ID,
+    MAX_BLOCKS,
     SECTION_TEXT_MAX,
     decided_blocks,
     diagnosis_blocks,
@@ -66,6 +69,24 @@ def proposal_key(request_id: str) -> str:
 
 def _blocks_json(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     return [b.to_dict() for b in blocks]
+
+
+def _with_decisions(blocks: list[Block], shown: Sequence[dict[str, Any]]) -> list[Block]:
+    """`blocks` with the decisions `shown` carries, before the incident row: a revised
+    message still says who approved what. The oldest go first when Slack's block limit is
+    reached."""
+    decisions = [
+        parsed
+        for b in shown
+        if str(b.get("block_id", "")).startswith(DECISION_BLOCK_PREFIX)
+        and (parsed := Block.parse(b)) is not None
+    ]
+    if not decisions:
+        return blocks
+    at = next((i for i, b in enumerate(blocks) if b.block_id == INCIDENT_BLOCK_ID), len(blocks))
+    room = max(0, MAX_BLOCKS - len(blocks))
+    kept = decisions[len(decisions) - room :] if room else []
+    return [*blocks[:at], *kept, *blocks[at:]]
 
 
 class SlackChat:
@@ -115,7 +136,11 @@ class SlackChat:
     # the port
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
         key = message_key(incident)
         blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
@@ -125,7 +150,10 @@ class SlackChat:
             "blocks": _blocks_json(blocks),
             "unfurl_links": False,
         }
-        self._put(key, group_key(incident.id), "chat.postMessage", payload)
+        # Under a pool's incident: a reply in its thread. The node's own thread lines then go
+        # to that thread too (the delivery posts under the reply's thread_ts).
+        refers = self._thread_of(under) if under is not None else None
+        self._put(key, group_key(incident.id), "chat.postMessage", payload, refers_to=refers)
         return key
 
     def post_thread(self, incident: Incident, text: str) -> None:
@@ -257,7 +285,8 @@ class SlackChat:
         note: str,
     ) -> None:
         """A `chat.update` of the incident's message with the diagnosis and buttons it tells
-        now, and `note` in its thread; the earlier buttons go with the earlier blocks."""
+        now, and `note` in its thread; the earlier buttons go with the earlier blocks, the
+        decisions already shown (who approved, what was withdrawn) stay."""
         key = self._thread_of(incident)
         message = self.outbox.outbox_item(key)
         if message is None:  # never posted (an incident older than this gpubot): post it now
@@ -265,8 +294,12 @@ class SlackChat:
             self.post_thread(incident, note)
             return
         blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
-        payload = {"text": fallback_text(diagnosis, self.lang), "blocks": _blocks_json(blocks)}
         with self._decisions:
+            blocks = _with_decisions(blocks, self._current_blocks(message))
+            payload = {
+                "text": fallback_text(diagnosis, self.lang),
+                "blocks": _blocks_json(blocks),
+            }
             self._put(
                 f"{key}/revision/{uuid.uuid4().hex}",
                 message.group_key,
