@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.config import Settings
 from bot.kube.permissions import required
 from tests.helpers.paths import REPO
 
@@ -322,15 +323,18 @@ def rules_of(obj: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-@pytest.mark.parametrize("force", [False, True])
-def test_rbac_is_what_gpubot_does(force: bool) -> None:
-    """The chart grants exactly the permissions `gpubot serve` checks at start (one list,
-    `bot.kube.permissions.required`): cluster-wide ones in the ClusterRole, the Lease's in
-    the Role; plus pod deletion when force drains are allowed."""
-    objs = objects({"rbac": {"allowForceDrain": force}})
+@pytest.mark.parametrize(("force", "smoke"), [(False, True), (True, True), (False, False)])
+def test_rbac_is_what_gpubot_does(force: bool, smoke: bool) -> None:
+    """The chart grants exactly the permissions `gpubot serve` checks at start with the
+    settings the chart writes (one list, `bot.kube.permissions.required`): cluster-wide ones
+    in the ClusterRole, the Lease's and the smoke-test pods' in the Role; plus pod deletion
+    when force drains are allowed."""
+    objs = objects({"rbac": {"allowForceDrain": force}, "smokeTest": {"enabled": smoke}})
     (configmap,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["name"] == RELEASE]
     settings = yaml.safe_load(configmap["data"]["settings.yaml"])
-    needed = required(NAMESPACE, settings["serve"]["lease_name"])
+    assert settings["remediation"]["smoke_test"]["enabled"] is smoke
+    needed = required(Settings(**settings))
+    assert all(p.namespace in ("", NAMESPACE) for p in needed)
     as_rules = {
         (p.group, p.resource + (f"/{p.subresource}" if p.subresource else ""), p.verb): p
         for p in needed
