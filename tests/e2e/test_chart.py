@@ -444,11 +444,13 @@ def deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return into
 
 
-def test_the_documented_install_command_renders() -> None:
-    """docs/install.md's `helm install`, its --set and --set-json values as Helm parses them."""
-    text = (ROOT / "docs" / "install.md").read_text()
+@pytest.mark.parametrize("doc", ["docs/install.md", "README.md"])
+def test_the_documented_install_command_renders(doc: str) -> None:
+    """The `helm install` of docs/install.md and the README, its --set and --set-json values
+    as Helm parses them."""
+    text = (ROOT / doc).read_text()
     block = re.search(r"```sh\n(helm install .*?)```", text, re.S)
-    assert block, "no helm install command in docs/install.md"
+    assert block, f"no helm install command in {doc}"
     words = shlex.split(block.group(1).replace("\\\n", " "))
     values: dict[str, Any] = {}
     for flag, argument in itertools.pairwise(words):
@@ -472,7 +474,10 @@ def test_the_documented_install_command_renders() -> None:
         "groups": ["gpu-oncall"],
         "two_person": True,
     }
-    # The smoke-test pod's namespace is gpubot's default NAMESPACE: the Role must cover it.
-    from bot.names import NAMESPACE
-
-    assert namespace == NAMESPACE
+    # The smoke-test pods go where the Role lets gpubot create them: the release namespace.
+    assert settings["remediation"]["smoke_test"] == {"enabled": True, "namespace": namespace}
+    (role,) = by_kind(objs, "Role")
+    assert role["metadata"]["namespace"] == namespace
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]} in role[
+        "rules"
+    ]
