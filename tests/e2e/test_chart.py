@@ -79,6 +79,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "dbUpgrade": {"initContainer": {"enabled": True}},
         "persistence": {"existingClaim": "gpubot-data", "storageClass": "fast"},
         "image": {"repository": "registry.example/gpubot", "digest": "sha256:" + "a" * 64},
+        "smokeTest": {"image": "registry.example/cuda:12.4.1-base-ubuntu22.04"},
     },
 }
 
@@ -156,6 +157,8 @@ def test_every_object_is_valid_for_kubernetes(case: tuple[str, list[dict[str, An
         ({"config": {"serve": {"bearer_token": "x"}}}, ["/config/serve/bearer_token"]),
         ({"config": {"rules_dir": "/rules"}}, ["/config/rules_dir"]),
         ({"logLevel": "verbose"}, ["/logLevel"]),
+        ({"smokeTest": {"enabled": "yes"}}, ["/smokeTest/enabled", "boolean"]),
+        ({"smokeTest": {"gpus": 8}}, ["/smokeTest", "gpus"]),
     ],
 )
 def test_bad_values_are_refused_by_the_schema(values: dict[str, Any], expected: list[str]) -> None:
@@ -285,6 +288,12 @@ def test_the_deployment_runs_serve_with_its_settings_and_secrets(
     from bot.config import Settings
 
     Settings.model_validate(settings)
+    # The smoke-test pods go to the release namespace, where the Role lets gpubot make them.
+    smoke = Settings.model_validate(settings).remediation.smoke_test
+    assert (smoke.enabled, smoke.namespace) == (True, NAMESPACE)
+    assert smoke.image == MATRIX[name].get("smokeTest", {}).get(
+        "image", Settings().remediation.smoke_test.image
+    )
 
     replicas = deployment["spec"]["replicas"]
     volumes = {v["name"]: v for v in spec["volumes"]}
