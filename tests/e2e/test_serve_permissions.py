@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.model import Action
+from bot.model import Action, IncidentState
 from bot.names import MAINTENANCE_TAINT
 from bot.store.sql import SqlStore
 from gpusim import faults
@@ -84,6 +84,7 @@ TEST_TIME: dict[str, Any] = {
 }
 """What the test changes in the chart's settings: seconds instead of minutes, alice as the
 approver, loopback. Namespaces, the Lease's name and the smoke test stay the chart's."""
+RESOLVED = IncidentState.RESOLVED
 EVIDENCE_WINDOW_S = 8
 """prometheus.window_s: the gate's "no new Xid" holds once the repaired GPU is quiet this long."""
 
@@ -290,7 +291,7 @@ def run_the_loop(sim: Simulation, tmp_path: Path) -> Loop:
                 fault = faults.inject(store, "xid", NODE, datetime.now(UTC), code=79, gpu=3)
                 status, answer = post_alert(serve, fault.payload())
                 assert (status, answer["accepted"]) == (200, 1), answer
-                drain = wait_for("the drain request", lambda: the_request(records, NODE), 30, shown)
+                drain = wait_for("the drain request", lambda: the_request(records, NODE), 60, shown)
 
                 step("approval → cordon → drain")
                 bot.approve(drain.id)
@@ -304,20 +305,20 @@ def run_the_loop(sim: Simulation, tmp_path: Path) -> Loop:
                 uncordon = wait_for(
                     "the uncordon request",
                     lambda: the_request(records, NODE, Action.UNCORDON),
-                    60,
+                    90,
                     shown,
                 )
 
                 step("approval → uncordon")
                 bot.approve(uncordon.id)
-                back = wait_for("the uncordon", lambda: finished(records, uncordon.id), 30, shown)
+                back = wait_for("the uncordon", lambda: finished(records, uncordon.id), 60, shown)
                 done.outcomes["uncordon"] = back.outcome
 
                 step("resolved")
                 wait_for(
                     "the incident to resolve",
-                    lambda: all(i.state.value == "resolved" for i in records.incidents(node=NODE)),
-                    30,
+                    lambda: {i.state for i in records.incidents(node=NODE)} == {RESOLVED},
+                    60,
                     shown,
                 )
                 done.audit = api.audit()
