@@ -442,6 +442,14 @@ def test_notes_tell_the_next_three_steps() -> None:
     for step in ("1. Alertmanager", "2. Slack", "3. A test alert"):
         assert step in notes
     assert f"http://{RELEASE}.{NAMESPACE}.svc:8080/alertmanager" in notes
+    # The smoke-test image the nodes must pull is named, as gpubot's default.
+    from bot.config import SmokeTestSettings
+
+    assert f"from {SmokeTestSettings().image}:" in notes
+    mirrored = render({"smokeTest": {"image": "registry.example/cuda:12"}})
+    assert "from registry.example/cuda:12:" in mirrored[f"{CHART.name}/templates/NOTES.txt"]
+    off = render({"smokeTest": {"enabled": False}})[f"{CHART.name}/templates/NOTES.txt"]
+    assert "smoke-test" not in off
 
 
 def deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
