@@ -206,6 +206,7 @@ class Loop:
     node: dict[str, Any] = field(default_factory=dict)
     lease_holder: str = ""
     outcomes: dict[str, str] = field(default_factory=dict)
+    overrode_gate: bool | None = None
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
     def step_of(self, index: int) -> str:
@@ -309,6 +310,7 @@ def run_the_loop(sim: Simulation, tmp_path: Path) -> Loop:
                     shown,
                 )
 
+                done.overrode_gate = uncordon.override_gate
                 step("approval → uncordon")
                 bot.approve(uncordon.id)
                 back = wait_for("the uncordon", lambda: finished(records, uncordon.id), 60, shown)
@@ -350,11 +352,15 @@ def test_the_whole_loop_runs_as_the_charts_service_account_without_a_401_or_403(
     assert not loop.node["spec"].get("unschedulable")
     assert MAINTENANCE_TAINT not in {t["key"] for t in loop.node["spec"].get("taints") or []}
     assert loop.lease_holder == "gpubot-0"
-    # The gate that let the uncordon through had the smoke test's own pass.
+    # A plain uncordon, offered because the gate passed: Prometheus saw no new Xid in the
+    # window, and the smoke-test pod listed every GPU.
+    assert loop.overrode_gate is False
     gates = [e for e in loop.timeline if e["kind"] == "gate"]
-    smoke = [i for e in gates for i in e["data"]["items"] if i["name"] == "gpu-smoke-test"]
-    assert smoke and smoke[-1]["outcome"] == "pass", gates
-    assert smoke[-1]["reason"].startswith("nvidia-smi -L listed all 8 GPUs")
+    assert gates and gates[-1]["data"]["passed"] is True, gates
+    items = {i["name"]: i for i in gates[-1]["data"]["items"]}
+    assert items["no-new-gpu-errors"]["outcome"] == "pass"
+    assert items["gpu-smoke-test"]["outcome"] == "pass"
+    assert items["gpu-smoke-test"]["reason"].startswith("nvidia-smi -L listed all 8 GPUs")
 
     mine = [e for e in loop.audit if e.user == SA_USER]
     assert len(mine) > 50  # it did run as the ServiceAccount
