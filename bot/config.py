@@ -158,6 +158,27 @@ class BlastRadius(BaseModel):
     max_share: float = Field(default=0.10, ge=0.0, le=1.0)
 
 
+class SmokeTestSettings(BaseModel):
+    """The health gate's GPU smoke test (runbook step 9, item 2; `bot.remediate.smoke_test`):
+    a pod on the repaired node lists its GPUs before the uncordon is offered or run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    """Off by default: it needs an image the nodes can pull and a namespace gpubot may create
+    pods in (the Helm chart turns it on and grants that)."""
+    image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
+    """A CUDA base image: the NVIDIA runtime mounts nvidia-smi into it (capability `utility`)."""
+    namespace: str = NAMESPACE
+    timeout_s: float = Field(default=180.0, gt=0)
+    """The pod must finish within this (pull, start, nvidia-smi), or the test fails."""
+    max_age_s: float = Field(default=600.0, gt=0)
+    """A result this recent stands for the node; an older one is run again before it counts."""
+    request_all: bool = False
+    """Request every expected GPU instead of one with NVIDIA_VISIBLE_DEVICES=all (clusters
+    whose runtime ignores that variable in unprivileged pods)."""
+
+
 class Remediation(BaseModel):
     """Acting on nodes: who approves, how many nodes may be out at once, dry-run."""
 
@@ -175,6 +196,7 @@ class Remediation(BaseModel):
     """A running action's owner renews its heartbeat every third of this; an execution whose
     heartbeat is older is taken over by the leader (its owner died or lost the lease)."""
     maintenance_taint: bool = True
+    smoke_test: SmokeTestSettings = Field(default_factory=lambda: SmokeTestSettings())
 
 
 class ServeSettings(BaseModel):

@@ -61,6 +61,7 @@ from bot.remediate.nodes import (
     set_annotations,
     uncordon,
 )
+from bot.remediate.smoke_test import SmokeTests
 
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
@@ -101,6 +102,8 @@ class Executor:
         self.clock = clock
         self.notify = notify or (lambda _entry: None)
         self.external = external
+        smoke = settings.remediation.smoke_test
+        self.smoke_tests = SmokeTests(cluster, smoke, clock) if smoke.enabled else None
         # Through a lambda, so a notify set later (the service's chat) is the one used.
         self.decisions = Decisions(
             store, settings, groups_of=groups_of, clock=clock, notify=lambda e: self.notify(e)
@@ -177,7 +180,10 @@ class Executor:
         return collect_facts(snapshot, firing, self.settings, self.clock())
 
     def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
-        return health_gate(node, facts, self.external(node.name), self.settings.gpu_resource)
+        evidence = self.external(node.name)
+        if self.smoke_tests is not None:
+            return self.smoke_tests.gate(node, facts, evidence, self.settings.gpu_resource)
+        return health_gate(node, facts, evidence, self.settings.gpu_resource)
 
     # ---- proposals ------------------------------------------------------------------------
 
