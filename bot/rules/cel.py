@@ -2,8 +2,9 @@
 
 Variables are declared dynamic: rule files address plain maps built from the facts, and
 `gpubot rules lint` catches misspelt fields by evaluating every expression against
-reference facts. Evaluation errors come back as values, never as exceptions that could stop
-the other rules.
+reference facts. Evaluation errors, those cel-cpp returns as values and those it raises
+(the iteration budget), come back as `EvaluationError`, the one exception a caller
+handles: a rule that fails on one subject must never stop the other rules or subjects.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ class Activation:
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = data
-        self._native = _ENV.Activation(dict(data))
+        try:
+            self._native = _ENV.Activation(dict(data))
+        except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+            # A value cel-cpp cannot hold (an integer past 64 bits): no expression can be
+            # evaluated on these facts.
+            raise EvaluationError(f"CEL cannot read these facts: {exc}") from exc
 
 
 class Expression:
@@ -43,16 +49,23 @@ class Expression:
             raise RuleError("", _first_error_line(str(exc))) from exc
 
     def evaluate(self, activation: Activation) -> Any:
-        result = self._program.eval(activation._native)
-        if result.type().name() == "ERROR":
-            raise EvaluationError(str(result.value()))
-        return result.plain_value()
+        try:
+            result = self._program.eval(activation._native)
+            if result.type().name() == "ERROR":
+                raise EvaluationError(str(result.value()))
+            return result.plain_value()
+        except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+            # cel-cpp raises instead of returning an error value when it gives up on the
+            # data (its iteration budget, about 10,000 comprehension steps per evaluation):
+            # that is still this expression's failure on this subject, not the caller's.
+            raise EvaluationError(_first_error_line(str(exc), "CEL evaluation: ")) from exc
 
 
-def _first_error_line(message: str) -> str:
-    """cel-cpp prefixes `INVALID_ARGUMENT: ERROR: <input>:1:14:` and draws a caret below."""
-    first = message.splitlines()[0]
-    for prefix in ("INVALID_ARGUMENT: ", "ERROR: "):
+def _first_error_line(message: str, label: str = "CEL ") -> str:
+    """cel-cpp prefixes `INVALID_ARGUMENT: ERROR: <input>:1:14:` (or `INTERNAL: `) and
+    draws a caret below."""
+    first = (message.splitlines() or [""])[0]
+    for prefix in ("INVALID_ARGUMENT: ", "INTERNAL: ", "ERROR: "):
         first = first.removeprefix(prefix)
-    first = first.replace(" (in container '')", "")
-    return "CEL " + first.replace("<input>:", "at ")
+    first = first.replace(" (in container '')", "").removesuffix(" [INTERNAL]")
+    return label + first.replace("<input>:", "at ")
