@@ -1,5 +1,6 @@
 """A person's decision on a request, recorded: an approval judged against the policy at the
-moment it arrives, or a denial, which is final.
+moment it arrives, or a denial, which is final and so needs someone the policy allows too
+(`deny_refusal`): on every replica, since every path to a decision comes through here.
 
 Nothing here touches the cluster, so every path a decision can come by shares it: a chat
 click on any replica, `gpubot approve` on a laptop, and the executor itself. Acting on an
@@ -24,7 +25,7 @@ from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition, withdrawal
 from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
 from bot.names import GPUBOT
 from bot.ports import Store
-from bot.remediate.approvals import decide
+from bot.remediate.approvals import decide, deny_refusal
 
 Status = Literal[
     "acted",
@@ -178,6 +179,17 @@ class Decisions:
         stale = self.no_longer_valid(request)
         if stale is not None:
             return stale
+        policy = self.settings.remediation.approvals
+        refused = deny_refusal(request, who, policy, self.groups_of, self.settings.lang)
+        if refused is not None:
+            self.note(
+                request.incident,
+                "note",
+                f"denial by {who} refused: {refused}",
+                who,
+                request=request_id,
+            )
+            return Outcome(request_id, "not-allowed", refused)
         now = self.clock()
         # One statement, born finished: never a half-written row a restart could "resume".
         if not self.store.record_denial(request_id, who, reason or "no reason given", now):

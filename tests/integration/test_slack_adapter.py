@@ -670,6 +670,26 @@ def test_deny_replaces_the_buttons(rig: Rig) -> None:
     assert rig.sim.store.evictions == []
 
 
+def test_a_strangers_deny_is_told_who_may_and_the_oncall_still_approve(rig: Rig) -> None:
+    """Issue 15: someone named in no policy clicked Deny on a drain, and the rightful
+    approvers were then refused."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    assert rig.click(MALLORY, DENY_ACTION, message, drain.id) == 200
+    rig.settle()
+    [told] = rig.ephemerals_to(MALLORY)
+    assert "you are not allowed to deny drain on gpu-a2 (may deny it: @gpu-oncall)" in told
+    assert rig.store.execution(drain.id) is None
+    assert rig.double.calls_to("chat.update") == []  # the buttons stay
+
+    for person in (ALICE, BOB):
+        assert rig.click(person, APPROVE_ACTION, message, drain.id) == 200
+        rig.settle()
+    execution = rig.store.execution(drain.id)
+    assert execution is not None and execution.outcome == "succeeded", execution
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is True
+
+
 def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_nothing(
     rig: Rig,
 ) -> None:
