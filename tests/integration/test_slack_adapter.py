@@ -72,6 +72,7 @@ from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
+from tests.helpers.mrkdwn import shown
 from tests.helpers.paths import NOW, REPO
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
@@ -330,7 +331,7 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     assert (DENY_ACTION, drain.id) not in _buttons(blocks)
     assert "approved by <@U0ALICE> and <@U0BOB>" in _texts(blocks)
     assert (SNOOZE_ACTION, incident.id) in _buttons(blocks)  # the incident row stays
-    thread = rig.thread(message)
+    thread = [shown(t).text for t in rig.thread(message)]  # as people read it
     started = next(i for i, t in enumerate(thread) if t.startswith("running `kubectl drain gpu-a2"))
     progress = [i for i, t in enumerate(thread) if t.startswith("evicted ")]
     done = next(i for i, t in enumerate(thread) if t.startswith("drained gpu-a2"))

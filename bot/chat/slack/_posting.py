@@ -33,6 +33,7 @@ from slack_sdk.models.blocks import Block, SectionBlock
 
 from bot.chat.blocks import (
     SECTION_TEXT_MAX,
+    code_block,
     decided_blocks,
     diagnosis_blocks,
     escape,
@@ -135,7 +136,7 @@ class SlackChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         if monospace:
             # A code block: Slack's proportional font would break the digest's columns.
-            body = "```" + fit(escape(text), THREAD_TEXT_MAX - 6, escaped=True) + "```"
+            body = code_block(text, THREAD_TEXT_MAX)
         else:
             body = fit(escape(text), THREAD_TEXT_MAX, escaped=True)
         payload = {"channel": self.channel, "text": body}
@@ -167,7 +168,9 @@ class SlackChat:
         if incident is not None:
             intro += f" (incident {escape(incident.id)}: {escape(incident.title)})"
         blocks: list[Block] = [
-            SectionBlock(block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX))
+            SectionBlock(
+                block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX, escaped=True)
+            )
         ]
         blocks.extend(request_blocks(request, self.lang))
         if incident is not None:
