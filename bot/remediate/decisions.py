@@ -14,6 +14,7 @@ and a denial racing an approval is decided by whichever claims the row first.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -60,15 +61,18 @@ GroupsOf = Callable[[str], set[str]]
 
 
 def command_for(request: ActionRequest) -> str:
-    """The kubectl line a person would type for the same action: the dry-run's report."""
+    """The kubectl line a person would type for the same action: the dry-run's report. The
+    node was read from the cluster, so its name is a valid one; quoted all the same, as
+    every value in a command line is."""
+    node = shlex.quote(request.node)
     if request.action is Action.DRAIN:
         flags = " --ignore-daemonsets"
         if request.delete_emptydir_data:
             flags += " --delete-emptydir-data"
         if request.force:
             flags += " --force --disable-eviction"
-        return f"kubectl drain {request.node}{flags}"
-    return f"kubectl {request.action.value} {request.node}"
+        return f"kubectl drain {node}{flags}"
+    return f"kubectl {request.action.value} {node}"
 
 
 class Decisions:

@@ -5,6 +5,11 @@ rightful approver then approves and the node is cordoned or drained."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from bot.model import Action, IncidentState, Lang
 from gpusim.resources import BY_KIND
 from tests.integration import test_service
@@ -68,5 +73,55 @@ def test_an_approver_may_deny_and_the_refusal_speaks_chinese_when_the_bot_does(b
 
     denied = bot.service.deny(drain, "bob", "the job checkpoints in 10 minutes")
     assert denied.status == "denied"
+    assert bot.store.incident(incident).state is IncidentState.DENIED
+    assert not _cordoned(bot)
+
+
+def _gpubot_deny(
+    request: str, who: str, store: Path, config: Path
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bot.cli",
+            "deny",
+            request,
+            "--as",
+            who,
+            "--reason",
+            "not during the training run",
+            "--store-url",
+            f"sqlite:///{store}",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def test_gpubot_deny_refuses_a_stranger_with_exit_2_and_records_an_approvers(
+    bot: Bot, tmp_path: Path
+) -> None:
+    incident, drain = _xid79(bot)
+    config = tmp_path / "settings.yaml"
+    config.write_text("remediation:\n  approvals:\n    drain: {users: [alice, bob]}\n")
+
+    stranger = _gpubot_deny(drain, "mallory", tmp_path / "gpubot.db", config)
+    assert stranger.returncode == 2, stranger
+    assert "you are not allowed to deny drain on gpu-a2 (may deny it: alice, bob)" in (
+        stranger.stderr
+    )
+    assert bot.store.execution(drain) is None
+
+    approver = _gpubot_deny(drain, "bob", tmp_path / "gpubot.db", config)
+    assert approver.returncode == 0, approver
+    assert "denied by bob" in approver.stdout
+    denied = bot.store.execution(drain)
+    assert denied is not None and denied.outcome == "denied"
     assert bot.store.incident(incident).state is IncidentState.DENIED
     assert not _cordoned(bot)
