@@ -223,14 +223,18 @@ class DiagnosisPass:
         return opened
 
     def _tell_rule_errors(self, errors: Sequence[RuleError]) -> None:
-        """Each rule failing on a subject is logged and counted once while it keeps failing
-        (every pass evaluates it again); it is told again if it comes back after a pass
-        without it."""
+        """A rule that starts failing on subjects is one log line (however many subjects)
+        and counts each subject once while it keeps failing: every pass evaluates it again.
+        A failure that comes back after a pass without it is told again."""
         failing = {(e.rule_id or "?", e.message) for e in errors}
+        new: dict[str, list[str]] = {}
         for rule, message in sorted(failing - self._rule_errors):
-            log.warning("rule %s could not be evaluated %s", rule, message)
+            new.setdefault(rule, []).append(message)
+        for rule, messages in new.items():
+            more = f" (and {len(messages) - 1} more subject(s))" if len(messages) > 1 else ""
+            log.warning("rule %s could not be evaluated %s%s", rule, messages[0], more)
             if self.telemetry is not None:
-                self.telemetry.rule_errors.labels(rule=rule).inc()
+                self.telemetry.rule_errors.labels(rule=rule).inc(len(messages))
         self._rule_errors = failing
 
     def _open_by_subject(self) -> dict[str, list[Incident]]:
