@@ -32,12 +32,9 @@ class Activation:
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         self.data = data
-        try:
-            self._native = _ENV.Activation(dict(data))
-        except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
-            # A value cel-cpp cannot hold (an integer past 64 bits): no expression can be
-            # evaluated on these facts.
-            raise EvaluationError(f"CEL cannot read these facts: {exc}") from exc
+        # cel-cpp converts values lazily: one it cannot hold (an integer past 64 bits) is an
+        # error of the expression that reads it, not of the activation.
+        self._native = _ENV.Activation(dict(data))
 
 
 class Expression:

@@ -127,9 +127,9 @@ def match(
     for rule in rules:
         if not rule.spec.applies_in(stage):
             continue
+        if activation is None:
+            activation = Activation(data)
         try:
-            if activation is None:
-                activation = Activation(data)
             found = evaluate(rule, activation, subject, stage)
         except EvaluationError as exc:
             result.errors.append(
