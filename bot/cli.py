@@ -591,6 +591,33 @@ def approve(
         store.close()
 
 
+@app.command()
+@handles_bad_input
+def deny(
+    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
+    as_user: Annotated[str, typer.Option("--as", help="Who denies (a chat user id).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the timeline.")] = "",
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Record a denial from the command line (beside the chat's Deny button). A denial is
+    final, so the policy decides who may, as for an approval: the request's approvers,
+    whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
+    from bot.remediate.decisions import Decisions
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        store.request(request)  # an unknown id is bad input, not a refusal
+        outcome = Decisions(store, settings, clock=utcnow).deny(request, as_user, reason)
+        if outcome.status != "denied":
+            raise InputError("--as", outcome.message)
+        print(outcome.message, flush=True)
+    finally:
+        store.close()
+
+
 @db_app.command("upgrade")
 @handles_bad_input
 def db_upgrade(

@@ -129,6 +129,15 @@ class ActionPolicy(BaseModel):
     """May the person who asked also approve?"""
 
 
+class DenyPolicy(BaseModel):
+    """Who may deny any request, besides those who may approve it (and whoever asked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
 class ApprovalPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -139,6 +148,9 @@ class ApprovalPolicy(BaseModel):
     """Deleting pods directly (bypassing PodDisruptionBudgets): always its own approvers."""
     uncordon_anyway: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
     """Uncordon although the health gate did not pass."""
+    deny: DenyPolicy = Field(default_factory=DenyPolicy)
+    """A deny ends a request for good, so it is a decision like an approval: only the people
+    who may approve that request, whoever asked for it, and these may deny it."""
     expiry_s: int = 30 * 60
 
     def for_request(self, request: ActionRequest) -> ActionPolicy:

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from bot.clock import Clock
 from bot.config import Settings
 from bot.diagnose import NodeMatches, diagnose
-from bot.errors import StateChanged
+from bot.errors import RuleError, StateChanged
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.metrics import GpuEvidence
@@ -135,6 +135,8 @@ class DiagnosisPass:
         self._matches = NodeMatches()
         self.told = Told(settings.thresholds.revise_every_s)
         """What each open incident's message states, so a change is revised in place."""
+        self._rule_errors: set[tuple[str, str]] = set()
+        """(rule, what failed where) already logged and counted, while it still fails."""
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
         GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records
@@ -174,9 +176,11 @@ class DiagnosisPass:
             self.due_at = self._next_due(facts, now)
         # Other nodes' facts are as last found (or lack their pods): they count toward the
         # pool rules, and their own diagnoses wait for a pass about them.
-        diagnoses = diagnose(
+        diagnosed = diagnose(
             facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
-        ).diagnoses
+        )
+        self._tell_rule_errors(diagnosed.errors)
+        diagnoses = diagnosed.diagnoses
         open_here = self._open_by_subject()
         self.told.forget({i.id for here in open_here.values() for i in here})
         opened: list[Incident] = []
@@ -223,6 +227,21 @@ class DiagnosisPass:
         if self.telemetry is not None:
             self.telemetry.incidents_open.set(self.store.count_incidents(OPEN))
         return opened
+
+    def _tell_rule_errors(self, errors: Sequence[RuleError]) -> None:
+        """A rule that starts failing on subjects is one log line (however many subjects)
+        and counts each subject once while it keeps failing: every pass evaluates it again.
+        A failure that comes back after a pass without it is told again."""
+        failing = {(e.rule_id or "?", e.message) for e in errors}
+        new: dict[str, list[str]] = {}
+        for rule, message in sorted(failing - self._rule_errors):
+            new.setdefault(rule, []).append(message)
+        for rule, messages in new.items():
+            more = f" (and {len(messages) - 1} more subject(s))" if len(messages) > 1 else ""
+            log.warning("rule %s could not be evaluated %s%s", rule, messages[0], more)
+            if self.telemetry is not None:
+                self.telemetry.rule_errors.labels(rule=rule).inc(len(messages))
+        self._rule_errors = failing
 
     def _open_by_subject(self) -> dict[str, list[Incident]]:
         found: dict[str, list[Incident]] = {}

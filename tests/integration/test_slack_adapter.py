@@ -73,6 +73,7 @@ from bot.sources.alertmanager.payloads import signals_from_payload, validate_pay
 from bot.store.sql import SqlStore
 from gpusim import faults, objects
 from gpusim.resources import BY_KIND
+from tests.helpers.mrkdwn import shown
 from tests.helpers.paths import NOW, REPO
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
@@ -333,7 +334,7 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     assert (DENY_ACTION, drain.id) not in _buttons(blocks)
     assert "approved by <@U0ALICE> and <@U0BOB>" in _texts(blocks)
     assert (SNOOZE_ACTION, incident.id) in _buttons(blocks)  # the incident row stays
-    thread = rig.thread(message)
+    thread = [shown(t).text for t in rig.thread(message)]  # as people read it
     started = next(i for i, t in enumerate(thread) if t.startswith("running `kubectl drain gpu-a2"))
     progress = [i for i, t in enumerate(thread) if t.startswith("evicted ")]
     done = next(i for i, t in enumerate(thread) if t.startswith("drained gpu-a2"))
@@ -687,9 +688,9 @@ def test_a_message_revised_for_a_new_blocker_still_says_who_approved(rig: Rig) -
     rig.service.process([])
     rig.settle()
     last = rig.double.message(CHANNEL, message["ts"])
-    shown = _texts(last["blocks"])
-    assert "default/debug-shell" in shown
-    assert "approved by <@U0ALICE> and <@U0BOB>" in shown
+    text = _texts(last["blocks"])
+    assert "default/debug-shell" in text
+    assert "approved by <@U0ALICE> and <@U0BOB>" in text
     assert (SNOOZE_ACTION, incident.id) in _buttons(last["blocks"])
     assert any(
         t.startswith("updated: now in the drain's way: no-controller default/debug-shell")
@@ -708,9 +709,9 @@ def test_a_drain_proposal_names_the_blocking_budget_however_many_other_blockers(
         rig.sim.store.create(BY_KIND["Pod"], "default", stray)
     faults.inject(rig.sim.store, "pdb-block", "gpu-a2", datetime.now(UTC))
     incident, _ = rig.alert_xid79()
-    shown = _texts(rig.message_of(str(incident.chat_ref))["blocks"])
-    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in shown
-    assert "more in the timeline" in shown  # the other blockers are not all shown
+    text = _texts(rig.message_of(str(incident.chat_ref))["blocks"])
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in text
+    assert "more in the timeline" in text  # the other blockers are not all shown
 
 
 def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread(
@@ -733,6 +734,24 @@ def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread
         posted = rig.message_of(str(incident.chat_ref))
         assert posted in replies  # the node's diagnosis, in the pool's thread
         assert incident.node is not None and incident.node in _texts(posted["blocks"])
+def test_a_strangers_deny_is_told_who_may_and_the_oncall_still_approve(rig: Rig) -> None:
+    """Issue 15: someone named in no policy clicked Deny on a drain, and the rightful
+    approvers were then refused."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    assert rig.click(MALLORY, DENY_ACTION, message, drain.id) == 200
+    rig.settle()
+    [told] = rig.ephemerals_to(MALLORY)
+    assert "you are not allowed to deny drain on gpu-a2 (may deny it: @gpu-oncall)" in told
+    assert rig.store.execution(drain.id) is None
+    assert rig.double.calls_to("chat.update") == []  # the buttons stay
+
+    for person in (ALICE, BOB):
+        assert rig.click(person, APPROVE_ACTION, message, drain.id) == 200
+        rig.settle()
+    execution = rig.store.execution(drain.id)
+    assert execution is not None and execution.outcome == "succeeded", execution
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is True
 
 
 def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_nothing(

@@ -36,6 +36,7 @@ from bot.chat.blocks import (
     INCIDENT_BLOCK_ID,
     MAX_BLOCKS,
     SECTION_TEXT_MAX,
+    code_block,
     decided_blocks,
     diagnosis_blocks,
     escape,
@@ -163,7 +164,7 @@ class SlackChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         if monospace:
             # A code block: Slack's proportional font would break the digest's columns.
-            body = "```" + fit(escape(text), THREAD_TEXT_MAX - 6, escaped=True) + "```"
+            body = code_block(text, THREAD_TEXT_MAX)
         else:
             body = fit(escape(text), THREAD_TEXT_MAX, escaped=True)
         payload = {"channel": self.channel, "text": body}
@@ -211,7 +212,9 @@ class SlackChat:
         if incident is not None:
             intro += f" (incident {escape(incident.id)}: {escape(incident.title)})"
         blocks: list[Block] = [
-            SectionBlock(block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX))
+            SectionBlock(
+                block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX, escaped=True)
+            )
         ]
         blocks.extend(request_blocks(request, self.lang))
         if incident is not None:
