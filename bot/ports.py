@@ -189,9 +189,13 @@ class SignalStore(Protocol):
         """Deliveries set aside because they could not be split, oldest first."""
         ...
 
-    def active_signals(self, limit: int = 20000) -> list[Signal]:
-        """Firing signals not resolved since: the alerts a diagnosis must consider, oldest
-        first; past `limit`, the newest."""
+    def firing_alerts(
+        self, node: str | None = None, per_node: int = 64, limit: int = 20000
+    ) -> list[Signal]:
+        """The alerts a diagnosis must consider (firing, not resolved since), of every node or
+        of `node`, bounded and aggregated: one per node, name, GPU and Xid (the newest, its
+        `count` how many fire), oldest first; past `per_node` kinds on a node or `limit` in
+        all, the newest."""
         ...
 
     def ping(self) -> None:

@@ -171,7 +171,7 @@ class DiagnosisPass:
         # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
         self._follow_up(self.take_deliveries(MID_PASS_DELIVERIES), scope)
-        signals = resolve_signal_nodes(snapshot, self.store.active_signals())
+        signals = resolve_signal_nodes(snapshot, self.store.firing_alerts())
         if self.gpu_evidence is not None:
             # An alert that names a GPU but not its Xid (a rule set that alerts on the gauge
             # without the code): Prometheus' reading of that GPU gives the code.

@@ -14,21 +14,30 @@ turn while bodies are parsed, or judge what a signal means (that is the diagnosi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Row
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 
 from bot.errors import StoreUnavailable
 from bot.model import Signal
 from bot.ports import QuarantinedDelivery, SignalStore, SplitDeliveries
 from bot.store.database import Part, insert_once
-from bot.store.tables import deliveries, signals
+from bot.store.tables import alert_state, deliveries, signals
 
 MAX_REASON = 500
+
+PER_NODE = 64
+"""Kinds of alert (name, GPU, Xid) a diagnosis sees per node: more is one alert storm, and
+each kind costs the rules a look."""
+MAX_GROUPS = 20000
+"""Kinds of alert a diagnosis sees in all (a thousand nodes with a storm each)."""
+_IN_CHUNK = 500
+"""Ids per `IN (...)`: under SQLite's oldest bound-parameter limit (999)."""
 
 log = logging.getLogger("gpubot.store")
 
@@ -43,8 +52,9 @@ class SqlSignals(Part, SignalStore):
     """The `deliveries` and `signals` tables.
 
     Owns: keeping a webhook body whole before its 200, splitting stored bodies into signals
-    exactly once (only the transaction that deletes a delivery stores its signals), and the
-    firing signals a diagnosis reads. Never: parses a body inside a transaction, or holds
+    exactly once (only the transaction that deletes a delivery stores its signals), where each
+    alert stands now (`alert_state`, moved in the same transaction), and the firing alerts a
+    diagnosis reads, counted per kind. Never: parses a body inside a transaction, or holds
     SQLite's write turn for longer than the INSERT or DELETE itself.
     """
 
@@ -214,35 +224,44 @@ class SqlSignals(Part, SignalStore):
             payloads: list[Any] = list(tx.scalars(query))
         return [Signal.model_validate(p) for p in payloads]
 
-    def active_signals(self, limit: int = 20000) -> list[Signal]:
-        """Firing signals with no resolved delivery after them: what is still going on, in
-        the order they came. Past `limit`, the newest are kept (a new Xid must not wait for
-        thousands of old warnings to resolve) and the cut is logged."""
-        later = signals.alias("later")
-        resolved_since = (
-            sa.select(later.c.id)
-            .where(
-                (later.c.fingerprint == signals.c.fingerprint)
-                & (later.c.status == "resolved")
-                & (later.c.id > signals.c.id)
-            )
-            .exists()
-        )
+    def firing_alerts(
+        self, node: str | None = None, per_node: int = PER_NODE, limit: int = MAX_GROUPS
+    ) -> list[Signal]:
+        """What is firing now, bounded and aggregated: one signal per node, name, GPU and Xid
+        (the newest of its group, `count` saying how many fire), oldest first; at most
+        `per_node` groups per node and `limit` in all, the newest kept past either (a new Xid
+        must not wait for thousands of old warnings to resolve), the cut logged. Only the
+        groups' counts and their newest payloads are read, never every firing signal: 50,000
+        alerts alike on one node cost one payload."""
+        state = alert_state
         query = (
-            sa.select(signals.c.payload)
-            .where((signals.c.status == "firing") & ~resolved_since)
-            .order_by(signals.c.id.desc())
-            .limit(limit)
-        )
-        with self.db.tx() as tx:
-            payloads: list[Any] = list(tx.scalars(query))
-        if len(payloads) == limit:
-            log.warning(
-                "%d or more alerts are firing: the oldest beyond %d are left out of diagnosis",
-                limit,
-                limit,
+            sa.select(
+                state.c.node,
+                sa.func.count().label("alerts"),
+                sa.func.max(state.c.signal_id).label("newest"),
             )
-        return [Signal.model_validate(p) for p in reversed(payloads)]
+            .where(state.c.status == "firing")
+            .group_by(state.c.node, state.c.name, state.c.gpu, state.c.xid)
+        )
+        if node is not None:
+            query = query.where(state.c.node == node)
+        with self.db.tx() as tx:
+            groups = [(row.node, int(row.alerts), int(row.newest)) for row in tx.execute(query)]
+        kept = _bounded(groups, per_node, limit)
+        counts = {newest: count for _, count, newest in kept}
+        payloads: dict[int, Any] = {}
+        ids = sorted(counts)
+        with self.db.tx() as tx:
+            for start in range(0, len(ids), _IN_CHUNK):
+                chunk = ids[start : start + _IN_CHUNK]
+                query = sa.select(signals.c.id, signals.c.payload).where(signals.c.id.in_(chunk))
+                for row in tx.execute(query):
+                    payloads[row.id] = row.payload
+        return [
+            Signal.model_validate({**payloads[id_], "count": counts[id_]})
+            for id_ in ids
+            if id_ in payloads
+        ]
 
     def ping(self) -> None:
         """Raises `StoreUnavailable` when the database does not answer, saying why in words
@@ -259,7 +278,8 @@ class SqlSignals(Part, SignalStore):
 
 
 def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list[bool]:
-    """Which of `new` were not stored before (the first of equal ones in `new` counts)."""
+    """Which of `new` were not stored before (the first of equal ones in `new` counts); the
+    alerts' state moves to the newest of those stored."""
     keys = [signal_key(signal) for signal, _ in new]
     rows = [
         {
@@ -271,7 +291,7 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
             "node": signal.node,
             "received_at": received_at,
             "truncated_alerts": signal.truncated_alerts,
-            "payload": signal.model_dump(mode="json"),
+            "payload": signal.model_dump(mode="json", exclude={"count"}),
         }
         for (signal, received_at), key in zip(new, keys, strict=True)
     ]
@@ -279,12 +299,83 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
     # key skips the second instead of failing the whole batch with an IntegrityError. One
     # statement run as executemany: SQLAlchemy batches it into multi-row INSERTs with
     # RETURNING itself, without compiling a statement per webhook.
-    stored = set(tx.scalars(insert_once(signals, signals.c.dedup_key, tx.dialect), rows))
+    insert = insert_once(signals, signals.c.dedup_key, tx.dialect).returning(signals.c.id)
+    stored: dict[str, int] = {row.dedup_key: row.id for row in tx.execute(insert, rows)}
     fresh = []
-    for key in keys:
-        fresh.append(key in stored)
-        stored.discard(key)
+    latest: dict[str, tuple[Signal, int]] = {}
+    for (signal, _), key in zip(new, keys, strict=True):
+        id_ = stored.pop(key, None)
+        fresh.append(id_ is not None)
+        if id_ is not None:
+            latest[signal.fingerprint] = (signal, id_)
+    if latest:
+        _move_state(tx, latest.values())
     return fresh
+
+
+def _move_state(tx: Connection, latest: Iterable[tuple[Signal, int]]) -> None:
+    """Each alert's state to its newest signal, unless a later one is there already (a
+    replica that stored the resolve first): the highest id is the last word."""
+    insert = postgresql.insert if tx.dialect.name == "postgresql" else sqlite.insert
+    statement = insert(alert_state)
+    upsert = statement.on_conflict_do_update(
+        index_elements=[alert_state.c.fingerprint],
+        set_={
+            column: statement.excluded[column]
+            for column in ("signal_id", "status", "node", "name", "gpu", "xid")
+        },
+        where=alert_state.c.signal_id < statement.excluded.signal_id,
+    )
+    tx.execute(
+        upsert,
+        [
+            {
+                "fingerprint": signal.fingerprint,
+                "signal_id": id_,
+                "status": signal.status,
+                "node": signal.node,
+                "name": signal.name,
+                "gpu": signal.gpu[:200] if signal.gpu is not None else None,
+                "xid": signal.labels["xid"][:50] if "xid" in signal.labels else None,
+            }
+            for signal, id_ in latest
+        ],
+    )
+
+
+def _bounded(
+    groups: list[tuple[str | None, int, int]], per_node: int, limit: int
+) -> list[tuple[str | None, int, int]]:
+    """(node, count, newest id) groups, at most `per_node` per node and `limit` in all: the
+    newest kept. A cut is logged, with how many alerts it left out."""
+    by_node: dict[str | None, list[tuple[str | None, int, int]]] = {}
+    for group in groups:
+        by_node.setdefault(group[0], []).append(group)
+    kept: list[tuple[str | None, int, int]] = []
+    for node, found in by_node.items():
+        found.sort(key=lambda group: group[2], reverse=True)
+        if len(found) > per_node:
+            log.warning(
+                "node %s has %d kinds of alert firing (%d alerts): the %d newest kinds are "
+                "diagnosed, %d alerts left out",
+                node,
+                len(found),
+                sum(group[1] for group in found),
+                per_node,
+                sum(group[1] for group in found[per_node:]),
+            )
+        kept += found[:per_node]
+    if len(kept) > limit:
+        kept.sort(key=lambda group: group[2], reverse=True)
+        log.warning(
+            "%d kinds of alert are firing: the oldest beyond %d are left out of diagnosis "
+            "(%d alerts)",
+            len(kept),
+            limit,
+            sum(group[1] for group in kept[limit:]),
+        )
+        kept = kept[:limit]
+    return kept
 
 
 class _Stored:

@@ -49,6 +49,33 @@ signals = sa.Table(
     sa.Column("payload", sa.JSON, nullable=False),
 )
 
+# Where each alert (by fingerprint) stands now: the latest signal stored for it, and whether
+# that one fires (migration 0007). Written with the signals, in their transaction; read by
+# diagnosis as counts per node, name, GPU and Xid, so a pass never loads every firing signal
+# (issue 15). A row is replaced only by a later signal (a higher id), so two replicas storing
+# a firing and its resolve in either order agree on which came last.
+alert_state = sa.Table(
+    "alert_state",
+    metadata,
+    sa.Column("fingerprint", sa.String(200), primary_key=True),
+    sa.Column("signal_id", sa.Integer, sa.ForeignKey("signals.id"), nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("node", sa.String(253), nullable=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("gpu", sa.String(200), nullable=True),
+    sa.Column("xid", sa.String(50), nullable=True),
+)
+sa.Index(
+    "firing_alert_groups",
+    alert_state.c.node,
+    alert_state.c.name,
+    alert_state.c.gpu,
+    alert_state.c.xid,
+    alert_state.c.signal_id,
+    sqlite_where=alert_state.c.status == "firing",
+    postgresql_where=alert_state.c.status == "firing",
+)
+
 # The webhook's inbox: a body is stored as received (one row, before the 200) and split into
 # `signals` by the pipeline, which deletes the row in the same transaction. A row left here by
 # a crash is split at the next start. One that cannot be split is quarantined: kept, with
