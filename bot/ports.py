@@ -173,10 +173,14 @@ class SignalStore(Protocol):
         ...
 
     def split_deliveries(
-        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+        self,
+        split: Callable[[str, bytes], Sequence[Signal]],
+        limit: int = 200,
+        max_bytes: int = 2 * 1024 * 1024,
     ) -> SplitDeliveries:
-        """Turns up to `limit` stored deliveries, oldest first, into signals (`add_signals`'
-        dedup) and forgets them, in one transaction: each is split exactly once. One that
+        """Turns up to `limit` stored deliveries, oldest first, with at most `max_bytes` of
+        bodies (at least one delivery), into signals (`add_signals`' dedup) and forgets them,
+        in one transaction: each is split exactly once. One that
         cannot be split (`split` raises, or the database refuses its signals) is quarantined
         instead, and never holds up the ones behind it."""
         ...

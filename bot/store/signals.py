@@ -36,6 +36,9 @@ PER_NODE = 64
 each kind costs the rules a look."""
 MAX_GROUPS = 20000
 """Kinds of alert a diagnosis sees in all (a thousand nodes with a storm each)."""
+SPLIT_BYTES = 2 * 1024 * 1024
+"""Webhook bodies split in one go: their parsed signals (about ten times the bytes) are what
+a split holds in memory, so a backlog is taken a few megabytes at a time, never at once."""
 _IN_CHUNK = 500
 """Ids per `IN (...)`: under SQLite's oldest bound-parameter limit (999)."""
 
@@ -79,17 +82,28 @@ class SqlSignals(Part, SignalStore):
             return [int(i) for i in inserted]
 
     def split_deliveries(
-        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+        self,
+        split: Callable[[str, bytes], Sequence[Signal]],
+        limit: int = 200,
+        max_bytes: int = SPLIT_BYTES,
     ) -> SplitDeliveries:
-        """Takes up to `limit` stored deliveries, oldest first, and stores their signals: a
-        delivery is split exactly once, also with replicas at it together. One that cannot
-        be split is quarantined (kept, with when and why, and passed over from then on):
-        `split` raised for it (an older gpubot accepted a body this one refuses, or a bug),
-        or the database refused its signals. A store that is down (`StoreUnavailable`)
-        quarantines nothing: the same deliveries are taken again next time."""
+        """Takes up to `limit` stored deliveries, oldest first, and at most `max_bytes` of
+        their bodies (but always the oldest one), and stores their signals: a delivery is
+        split exactly once, also with replicas at it together. One that cannot be split is
+        quarantined (kept, with when and why, and passed over from then on): `split` raised
+        for it (an older gpubot accepted a body this one refuses, or a bug), or the database
+        refused its signals. A store that is down (`StoreUnavailable`) quarantines nothing:
+        the same deliveries are taken again next time."""
         # Read and split outside the write transaction: SQLite has one writer, and the
         # webhook's next insert must not wait while bodies are parsed.
         with self.db.tx() as tx:
+            sizes = tx.execute(
+                sa.select(deliveries.c.id, sa.func.length(deliveries.c.body).label("size"))
+                .where(deliveries.c.quarantined_at.is_(None))
+                .order_by(deliveries.c.id)
+                .limit(limit)
+            )
+            ids = _within(((row.id, row.size or 0) for row in sizes), max_bytes)
             rows = list(
                 tx.execute(
                     sa.select(
@@ -98,9 +112,8 @@ class SqlSignals(Part, SignalStore):
                         deliveries.c.received_at,
                         deliveries.c.body,
                     )
-                    .where(deliveries.c.quarantined_at.is_(None))
+                    .where(deliveries.c.id.in_(ids))
                     .order_by(deliveries.c.id)
-                    .limit(limit)
                 )
             )
         if not rows:
@@ -376,6 +389,19 @@ def _bounded(
         )
         kept = kept[:limit]
     return kept
+
+
+def _within(sizes: Iterable[tuple[int, int]], max_bytes: int) -> list[int]:
+    """The ids of (id, body size) pairs, in order, while their bodies fit in `max_bytes`:
+    always the first, so a body larger than the budget is still split, on its own."""
+    ids: list[int] = []
+    total = 0
+    for id_, size in sizes:
+        total += size
+        if ids and total > max_bytes:
+            break
+        ids.append(id_)
+    return ids
 
 
 class _Stored:
