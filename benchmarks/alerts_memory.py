@@ -117,6 +117,9 @@ def send_all(url: str, sent: list[bytes]) -> None:
                 if body is None:
                     return
                 answer = client.post(url + "/alertmanager", content=body)
+                while answer.status_code == 503:  # the store is busy: retry, as Alertmanager does
+                    time.sleep(float(answer.headers.get("Retry-After", "1")))
+                    answer = client.post(url + "/alertmanager", content=body)
                 if answer.status_code != 200:
                     failed.append(f"{answer.status_code} {answer.text[:200]}")
 

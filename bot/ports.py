@@ -5,7 +5,7 @@ tests swap in the simulator behind the real adapter rather than patching anythin
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -144,6 +144,15 @@ class SplitDeliveries:
 
 
 @dataclass(frozen=True)
+class FiringKind:
+    """Alerts of one node, name, GPU and Xid that fire now: how many, and the newest's id."""
+
+    node: str | None
+    firing: int
+    newest: int
+
+
+@dataclass(frozen=True)
 class QuarantinedDelivery:
     """A webhook delivery that could not be split: kept as received, passed over since."""
 
@@ -193,13 +202,22 @@ class SignalStore(Protocol):
         """Deliveries set aside because they could not be split, oldest first."""
         ...
 
+    def firing_kinds(
+        self, node: str | None = None, per_node: int = 64, limit: int = 20000
+    ) -> list[FiringKind]:
+        """The alerts a diagnosis must consider (firing, not resolved since), of every node or
+        of `node`, counted per kind (node, name, GPU, Xid), oldest first: one row per kind,
+        however many alerts; past `per_node` kinds on a node or `limit` in all, the newest."""
+        ...
+
+    def signals_by_id(self, ids: Collection[int]) -> dict[int, Signal]:
+        """The stored signals of `ids` (those that exist)."""
+        ...
+
     def firing_alerts(
         self, node: str | None = None, per_node: int = 64, limit: int = 20000
     ) -> list[Signal]:
-        """The alerts a diagnosis must consider (firing, not resolved since), of every node or
-        of `node`, bounded and aggregated: one per node, name, GPU and Xid (the newest, its
-        `count` how many fire), oldest first; past `per_node` kinds on a node or `limit` in
-        all, the newest."""
+        """`firing_kinds` as signals: the newest of each kind, its `count` how many fire."""
         ...
 
     def ping(self) -> None:

@@ -14,7 +14,7 @@ turn while bodies are parsed, or judge what a signal means (that is the diagnosi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,9 +25,9 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.errors import StoreUnavailable
 from bot.model import Signal
-from bot.ports import QuarantinedDelivery, SignalStore, SplitDeliveries
+from bot.ports import FiringKind, QuarantinedDelivery, SignalStore, SplitDeliveries
 from bot.store.database import Part, insert_once
-from bot.store.tables import alert_state, deliveries, signals
+from bot.store.tables import alert_kinds, alert_state, deliveries, signals
 
 MAX_REASON = 500
 
@@ -237,43 +237,43 @@ class SqlSignals(Part, SignalStore):
             payloads: list[Any] = list(tx.scalars(query))
         return [Signal.model_validate(p) for p in payloads]
 
+    def firing_kinds(
+        self, node: str | None = None, per_node: int = PER_NODE, limit: int = MAX_GROUPS
+    ) -> list[FiringKind]:
+        """How many alerts of each kind (node, name, GPU, Xid) fire, and the newest of each,
+        oldest first: one row per kind, however many alerts. At most `per_node` kinds per
+        node and `limit` in all, the newest kept past either (a new Xid must not wait for
+        thousands of old warnings to resolve), the cut logged."""
+        query = sa.select(alert_kinds.c.node, alert_kinds.c.firing, alert_kinds.c.newest).where(
+            alert_kinds.c.firing > 0
+        )
+        if node is not None:
+            query = query.where(alert_kinds.c.node == node)
+        with self.db.tx() as tx:
+            found = [FiringKind(row.node, row.firing, row.newest) for row in tx.execute(query)]
+        return sorted(_bounded(found, per_node, limit), key=lambda kind: kind.newest)
+
+    def signals_by_id(self, ids: Collection[int]) -> dict[int, Signal]:
+        ordered = sorted(ids)
+        found: dict[int, Signal] = {}
+        with self.db.tx() as tx:
+            for start in range(0, len(ordered), _IN_CHUNK):
+                chunk = ordered[start : start + _IN_CHUNK]
+                query = sa.select(signals.c.id, signals.c.payload).where(signals.c.id.in_(chunk))
+                for row in tx.execute(query):
+                    found[row.id] = Signal.model_validate(row.payload)
+        return found
+
     def firing_alerts(
         self, node: str | None = None, per_node: int = PER_NODE, limit: int = MAX_GROUPS
     ) -> list[Signal]:
-        """What is firing now, bounded and aggregated: one signal per node, name, GPU and Xid
-        (the newest of its group, `count` saying how many fire), oldest first; at most
-        `per_node` groups per node and `limit` in all, the newest kept past either (a new Xid
-        must not wait for thousands of old warnings to resolve), the cut logged. Only the
-        groups' counts and their newest payloads are read, never every firing signal: 50,000
-        alerts alike on one node cost one payload."""
-        state = alert_state
-        query = (
-            sa.select(
-                state.c.node,
-                sa.func.count().label("alerts"),
-                sa.func.max(state.c.signal_id).label("newest"),
-            )
-            .where(state.c.status == "firing")
-            .group_by(state.c.node, state.c.name, state.c.gpu, state.c.xid)
-        )
-        if node is not None:
-            query = query.where(state.c.node == node)
-        with self.db.tx() as tx:
-            groups = [(row.node, int(row.alerts), int(row.newest)) for row in tx.execute(query)]
-        kept = _bounded(groups, per_node, limit)
-        counts = {newest: count for _, count, newest in kept}
-        payloads: dict[int, Any] = {}
-        ids = sorted(counts)
-        with self.db.tx() as tx:
-            for start in range(0, len(ids), _IN_CHUNK):
-                chunk = ids[start : start + _IN_CHUNK]
-                query = sa.select(signals.c.id, signals.c.payload).where(signals.c.id.in_(chunk))
-                for row in tx.execute(query):
-                    payloads[row.id] = row.payload
+        """`firing_kinds` as signals: the newest of each kind, its `count` how many fire."""
+        kinds = self.firing_kinds(node, per_node, limit)
+        newest = self.signals_by_id([kind.newest for kind in kinds])
         return [
-            Signal.model_validate({**payloads[id_], "count": counts[id_]})
-            for id_ in ids
-            if id_ in payloads
+            newest[kind.newest].model_copy(update={"count": kind.firing})
+            for kind in kinds
+            if kind.newest in newest
         ]
 
     def ping(self) -> None:
@@ -326,66 +326,145 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
     return fresh
 
 
+def kind_of(signal: Signal) -> str:
+    """The kind an alert is counted under: its node, name, GPU and Xid (a missing one is not
+    an empty one), as one key that fits `alert_kinds.kind`."""
+    xid = signal.labels.get("xid")
+    parts = (signal.node, signal.name, signal.gpu[:200] if signal.gpu else signal.gpu, xid)
+    return _KIND_SEPARATOR.join("!" if part is None else f"={part}" for part in parts)[:800]
+
+
+_KIND_SEPARATOR = "\x1f"
+_STATE_LOCK = 0x67707563  # "gpuc": replicas move alert states one at a time on PostgreSQL
+
+
 def _move_state(tx: Connection, latest: Iterable[tuple[Signal, int]]) -> None:
-    """Each alert's state to its newest signal, unless a later one is there already (a
-    replica that stored the resolve first): the highest id is the last word."""
-    insert = postgresql.insert if tx.dialect.name == "postgresql" else sqlite.insert
-    statement = insert(alert_state)
-    upsert = statement.on_conflict_do_update(
-        index_elements=[alert_state.c.fingerprint],
-        set_={
-            column: statement.excluded[column]
-            for column in ("signal_id", "status", "node", "name", "gpu", "xid")
-        },
-        where=alert_state.c.signal_id < statement.excluded.signal_id,
-    )
-    tx.execute(
-        upsert,
-        [
+    """Each alert's state to its newest signal, unless a later one is there already (the
+    highest id is the last word), and the counts of the kinds it leaves and joins with it."""
+    if tx.dialect.name == "postgresql":
+        # Two replicas storing signals of one alert at once would each count from the same
+        # state: counts stay exact only if state moves take turns (SQLite's writes do anyway).
+        tx.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _STATE_LOCK})
+    moving = list(latest)
+    before: dict[str, Row[Any]] = {}
+    fingerprints = [signal.fingerprint for signal, _ in moving]
+    for start in range(0, len(fingerprints), _IN_CHUNK):
+        query = sa.select(
+            alert_state.c.fingerprint,
+            alert_state.c.signal_id,
+            alert_state.c.status,
+            alert_state.c.kind,
+        ).where(alert_state.c.fingerprint.in_(fingerprints[start : start + _IN_CHUNK]))
+        before.update((row.fingerprint, row) for row in tx.execute(query))
+    changes: dict[str, _KindChange] = {}
+    states = []
+    for signal, id_ in moving:
+        old = before.get(signal.fingerprint)
+        if old is not None and old.signal_id > id_:
+            continue
+        kind = kind_of(signal)
+        if old is not None and old.status == "firing":
+            changes.setdefault(old.kind, _KindChange()).leave()
+        if signal.status == "firing":
+            changes.setdefault(kind, _KindChange()).join(signal.node, id_)
+        states.append(
             {
                 "fingerprint": signal.fingerprint,
                 "signal_id": id_,
                 "status": signal.status,
-                "node": signal.node,
-                "name": signal.name,
-                "gpu": signal.gpu[:200] if signal.gpu is not None else None,
-                "xid": signal.labels["xid"][:50] if "xid" in signal.labels else None,
+                "kind": kind,
             }
-            for signal, id_ in latest
+        )
+    if not states:
+        return
+    insert = postgresql.insert if tx.dialect.name == "postgresql" else sqlite.insert
+    state = insert(alert_state)
+    tx.execute(
+        state.on_conflict_do_update(
+            index_elements=[alert_state.c.fingerprint],
+            set_={c: state.excluded[c] for c in ("signal_id", "status", "kind")},
+        ),
+        states,
+    )
+    counted = insert(alert_kinds)
+    tx.execute(
+        counted.on_conflict_do_update(
+            index_elements=[alert_kinds.c.kind],
+            set_={
+                "firing": alert_kinds.c.firing + counted.excluded.firing,
+                "newest": sa.case(
+                    (counted.excluded.newest > alert_kinds.c.newest, counted.excluded.newest),
+                    else_=alert_kinds.c.newest,
+                ),
+            },
+        ),
+        [
+            {"kind": kind, "node": change.node, "firing": change.delta, "newest": change.newest}
+            for kind, change in changes.items()
         ],
     )
+    left = [kind for kind, change in changes.items() if change.left]
+    for start in range(0, len(left), _IN_CHUNK):
+        chunk = left[start : start + _IN_CHUNK]
+        gone = alert_kinds.c.kind.in_(chunk) & (alert_kinds.c.firing <= 0)
+        tx.execute(sa.delete(alert_kinds).where(gone))
+        # The newest of a kind may be one that just stopped: the newest of those still firing.
+        still = (
+            sa.select(sa.func.max(alert_state.c.signal_id))
+            .where((alert_state.c.kind == alert_kinds.c.kind) & (alert_state.c.status == "firing"))
+            .scalar_subquery()
+        )
+        tx.execute(sa.update(alert_kinds).where(alert_kinds.c.kind.in_(chunk)).values(newest=still))
 
 
-def _bounded(
-    groups: list[tuple[str | None, int, int]], per_node: int, limit: int
-) -> list[tuple[str | None, int, int]]:
-    """(node, count, newest id) groups, at most `per_node` per node and `limit` in all: the
-    newest kept. A cut is logged, with how many alerts it left out."""
-    by_node: dict[str | None, list[tuple[str | None, int, int]]] = {}
-    for group in groups:
-        by_node.setdefault(group[0], []).append(group)
-    kept: list[tuple[str | None, int, int]] = []
+class _KindChange:
+    """What one write does to a kind: alerts joining and leaving it."""
+
+    def __init__(self) -> None:
+        self.delta = 0
+        self.left = False
+        self.node: str | None = None
+        self.newest = 0
+
+    def join(self, node: str | None, id_: int) -> None:
+        self.delta += 1
+        self.node = node
+        self.newest = max(self.newest, id_)
+
+    def leave(self) -> None:
+        self.delta -= 1
+        self.left = True
+
+
+def _bounded(kinds: list[FiringKind], per_node: int, limit: int) -> list[FiringKind]:
+    """At most `per_node` kinds per node and `limit` in all: the newest kept. A cut is
+    logged, with how many alerts it left out."""
+    by_node: dict[str | None, list[FiringKind]] = {}
+    for kind in kinds:
+        by_node.setdefault(kind.node, []).append(kind)
+    kept: list[FiringKind] = []
     for node, found in by_node.items():
-        found.sort(key=lambda group: group[2], reverse=True)
         if len(found) > per_node:
+            found.sort(key=lambda kind: kind.newest, reverse=True)
             log.warning(
                 "node %s has %d kinds of alert firing (%d alerts): the %d newest kinds are "
                 "diagnosed, %d alerts left out",
                 node,
                 len(found),
-                sum(group[1] for group in found),
+                sum(kind.firing for kind in found),
                 per_node,
-                sum(group[1] for group in found[per_node:]),
+                sum(kind.firing for kind in found[per_node:]),
             )
-        kept += found[:per_node]
+            found = found[:per_node]
+        kept += found
     if len(kept) > limit:
-        kept.sort(key=lambda group: group[2], reverse=True)
+        kept.sort(key=lambda kind: kind.newest, reverse=True)
         log.warning(
             "%d kinds of alert are firing: the oldest beyond %d are left out of diagnosis "
             "(%d alerts)",
             len(kept),
             limit,
-            sum(group[1] for group in kept[limit:]),
+            sum(kind.firing for kind in kept[limit:]),
         )
         kept = kept[:limit]
     return kept

@@ -27,6 +27,7 @@ from bot.config import (
 from bot.evidence.gate import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
+from bot.pipeline.passes import FiringAlerts
 from bot.pipeline.service import Service
 from bot.process.schedule import Scheduler
 from bot.process.telemetry import Telemetry
@@ -165,6 +166,37 @@ def test_thousands_of_alerts_firing_on_one_node_do_not_stop_another_nodes_diagno
     opened = bot.service.process(signals)
     assert [i.rule for i in opened if i.node == "gpu-a2"] == ["gpu-fell-off-bus"]
     assert bot.said.count("GPU fell off the bus") == 1
+
+
+def test_the_alerts_a_pass_reads_follow_the_store_as_they_fire_and_resolve(bot: Bot) -> None:
+    """What a pass hands the rules is counted by the store and follows it, though the newest
+    alert of each kind is kept between passes."""
+    reading = FiringAlerts(bot.store)
+    started = datetime.now(UTC)
+
+    def temperature(i: int, status: str = "firing") -> Signal:
+        return Signal(
+            source="alertmanager",
+            name="GPUTemperatureHigh",
+            status=status,  # type: ignore[arg-type]
+            node="gpu-a1",
+            gpu=str(i % 2),
+            labels={"alertname": "GPUTemperatureHigh", "node": "gpu-a1"},
+            starts_at=started,
+            fingerprint=f"t{i}",
+        )
+
+    def seen() -> list[tuple[str, str | None, int]]:
+        return sorted((s.fingerprint, s.gpu, s.count) for s in reading.read())
+
+    bot.store.add_signals([temperature(i) for i in range(6)], started)
+    assert seen() == [("t4", "0", 3), ("t5", "1", 3)]
+    bot.store.add_signals([temperature(i) for i in range(6, 10)], started)
+    assert seen() == [("t8", "0", 5), ("t9", "1", 5)]
+    bot.store.add_signals([temperature(i, "resolved") for i in (1, 3, 5, 8, 9)], started)
+    assert seen() == [("t6", "0", 4), ("t7", "1", 1)]
+    bot.store.add_signals([temperature(i, "resolved") for i in range(10)], started)
+    assert seen() == []
 
 
 def test_an_alert_without_a_node_is_reported_as_node_unknown(bot: Bot) -> None:
