@@ -242,7 +242,7 @@ class LeaderDuties:
         out: dict[str, OutOfService] | None
         try:
             facts = collect_facts(
-                read_snapshot(self.cluster), self.store.active_signals(), self.settings, now
+                read_snapshot(self.cluster), self.store.firing_alerts(), self.settings, now
             )
         except GpubotError:
             log.warning("the digest could not read the cluster", exc_info=True)

@@ -40,7 +40,7 @@ from bot.model import (
 )
 from bot.names import GPUBOT
 from bot.pipeline.told import Told
-from bot.ports import Chat, Cluster, Store
+from bot.ports import Chat, Cluster, SignalStore, Store
 from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
@@ -92,6 +92,33 @@ MID_PASS_DELIVERIES = 2
 moment as its own, not a burst that is the next pass's business."""
 
 
+class FiringAlerts:
+    """The alerts firing now, as a pass reads them: the store's counts per kind (node, name,
+    GPU, Xid; one row each, however many alerts), and the newest alert of each kind, kept
+    between passes. A pass reads the counts and only the alerts it has not seen: with
+    20,000 alerts firing, parsing each kind's newest alert again was most of a pass (issue
+    18). Holds at most one alert per kind the store counts (`SignalStore.firing_kinds`)."""
+
+    def __init__(self, store: SignalStore) -> None:
+        self.store = store
+        self._held: dict[int, Signal] = {}
+
+    def read(self) -> list[Signal]:
+        kinds = self.store.firing_kinds()
+        missing = [kind.newest for kind in kinds if kind.newest not in self._held]
+        found = self.store.signals_by_id(missing) if missing else {}
+        held: dict[int, Signal] = {}
+        for kind in kinds:
+            alert = self._held.get(kind.newest) or found.get(kind.newest)
+            if alert is None:
+                continue  # gone between the two reads: the next pass counts it again
+            if alert.count != kind.firing:
+                alert = alert.model_copy(update={"count": kind.firing})
+            held[kind.newest] = alert
+        self._held = held
+        return list(held.values())
+
+
 class DiagnosisPass:
     """Owns what passes share: the lock that makes them take turns, each node's facts as last
     found with its pods (for scoped passes), and each node's rule matches (unchanged nodes are
@@ -137,6 +164,7 @@ class DiagnosisPass:
         """What each open incident's message states, so a change is revised in place."""
         self._rule_errors: set[tuple[str, str]] = set()
         """(rule, what failed where) already logged and counted, while it still fails."""
+        self._firing = FiringAlerts(store)
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
         GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records
@@ -165,7 +193,7 @@ class DiagnosisPass:
         # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
         self._follow_up(self.take_deliveries(MID_PASS_DELIVERIES), scope)
-        signals = resolve_signal_nodes(snapshot, self.store.active_signals())
+        signals = resolve_signal_nodes(snapshot, self._firing.read())
         if self.gpu_evidence is not None:
             # An alert that names a GPU but not its Xid (a rule set that alerts on the gauge
             # without the code): Prometheus' reading of that GPU gives the code.

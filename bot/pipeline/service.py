@@ -107,8 +107,15 @@ class Service:
         self.worker.on_delivery()
 
     def take_deliveries(self, at_most: int | None = None) -> list[Signal]:
-        """Stored webhook deliveries split into signals: the ones new to the store."""
-        return [] if self.inbox is None else self.inbox.split(at_most)
+        """Stored webhook deliveries split into signals: the ones new to the store. A split
+        stops at its bound; the rest is the worker's next batch, so a backlog is diagnosed a
+        part at a time and never held at once."""
+        if self.inbox is None:
+            return []
+        new = self.inbox.split(at_most)
+        if at_most is None and self.inbox.more_waiting(new):
+            self.worker.on_delivery()
+        return new
 
     def start(self) -> Service:
         self.worker.start()

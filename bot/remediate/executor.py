@@ -176,7 +176,7 @@ class Executor:
         """The node as it is now, with the alerts firing on it (an Xid still firing keeps the
         health gate shut here as it does in the rules)."""
         snapshot = read_snapshot(self.cluster, node)
-        firing = [s for s in self.store.active_signals() if s.node == node]
+        firing = self.store.firing_alerts(node)
         return collect_facts(snapshot, firing, self.settings, self.clock())
 
     def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
