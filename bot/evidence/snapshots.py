@@ -131,6 +131,39 @@ class Index:
     pdbs_by_namespace: dict[str, list[Obj]]
     pods_by_daemonset: dict[tuple[str, str], list[Obj]]
     """(namespace, DaemonSet) -> its pods: a rollout's revisions side by side."""
+    _pdbs_by_label: dict[str, dict[tuple[str, str], list[int]]] = field(default_factory=dict)
+    _pdbs_unlabelled: dict[str, list[int]] = field(default_factory=dict)
+
+    def pdb_candidates(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
+        """The PDBs of `namespace` whose selector may match `labels`, in snapshot order; the
+        caller still applies each selector. A fleet has a PDB per training job in one
+        namespace: trying every selector on every pod grew as pods times jobs."""
+        pdbs = self.pdbs_by_namespace.get(namespace, [])
+        if not pdbs:
+            return []
+        if namespace not in self._pdbs_unlabelled:
+            self._index_pdbs(namespace, pdbs)
+        keyed = self._pdbs_by_label[namespace]
+        found = list(self._pdbs_unlabelled[namespace])
+        for pair in labels.items():
+            found += keyed.get(pair, ())
+        return [pdbs[i] for i in sorted(set(found))]
+
+    def _index_pdbs(self, namespace: str, pdbs: list[Obj]) -> None:
+        # Keyed by one of its matchLabels (a pod without that label cannot match); a
+        # selector with none, or of an odd shape, is tried on every pod.
+        keyed: dict[tuple[str, str], list[int]] = defaultdict(list)
+        unlabelled: list[int] = []
+        for i, pdb in enumerate(pdbs):
+            selector = spec_of(pdb).get("selector")
+            wanted = selector.get("matchLabels") if isinstance(selector, Mapping) else None
+            first = next(iter(wanted.items()), None) if isinstance(wanted, Mapping) else None
+            if first is not None and isinstance(first[0], str) and isinstance(first[1], str):
+                keyed[first].append(i)
+            else:
+                unlabelled.append(i)
+        self._pdbs_by_label[namespace] = keyed
+        self._pdbs_unlabelled[namespace] = unlabelled
 
     @classmethod
     def build(cls, snapshot: Snapshot) -> Index:
