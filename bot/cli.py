@@ -197,18 +197,19 @@ def diagnose_command(
     """Diagnose a cluster snapshot (and alerts) offline."""
     settings = _settings(config)
     language = lang or settings.lang
-    inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
-    for note in inputs.notes:
-        _err.print(f"note: {note}", markup=False)
-    nodes = inputs.snapshot
-    signals = list(inputs.signals)
-    for path in alerts or []:
-        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
-    ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or inputs.collected_at or utcnow()
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    with offline.collection_paused():
+        inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
+        for note in inputs.notes:
+            _err.print(f"note: {note}", markup=False)
+        nodes = inputs.snapshot
+        signals = list(inputs.signals)
+        for path in alerts or []:
+            signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+        ruleset = offline.load_ruleset(settings, [rules] if rules else None)
+        moment = now or inputs.collected_at or utcnow()
+        if moment.tzinfo is None:
+            moment = moment.astimezone()
+        result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
     _print(result.diagnoses, fmt, language)
     errors: list[GpubotError] = [*ruleset.errors, *result.errors]
     _report_rule_errors(errors)

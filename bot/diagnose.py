@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.config import Settings
 from bot.errors import RuleError
@@ -32,7 +33,7 @@ from bot.model import (
     Stage,
 )
 from bot.rules.commands import fill
-from bot.rules.contexts import cluster_context, node_context, pool_context
+from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
 from bot.rules.loading import EVIDENCE_ONLY, SYMPTOM, CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 
@@ -135,6 +136,7 @@ def diagnose(
     later_rules = [r for r in rules.rules if r.spec.scope == "node" and r.spec.after_node_rules]
     matches: list[RuleMatch] = []
     stages: dict[str, Stage] = {}
+    pools = {name: node_pool_context(pool) for name, pool in cluster.pools.items()}
     for name in sorted(cluster.nodes):
         node = cluster.nodes[name]
         stage = infer_stage(node, settings)
@@ -142,8 +144,17 @@ def diagnose(
         alerts = alerts_by_node.get(name, [])
         kept = earlier.get(name, node, alerts) if earlier is not None else None
         if kept is None:
+            its_pool = pools.get(node.pool or "", {})
             kept = _match_node(
-                name, node, stage, alerts, (node_rules, later_rules), cluster, rules, settings, lang
+                name,
+                node,
+                stage,
+                alerts,
+                (node_rules, later_rules),
+                its_pool,
+                rules,
+                settings,
+                lang,
             )
             if earlier is not None:
                 earlier.put(name, kept)
@@ -186,7 +197,7 @@ def _match_node(
     stage: Stage,
     alerts: list[Signal],
     rule_sets: tuple[list[CompiledRule], list[CompiledRule]],
-    cluster: ClusterFacts,
+    pool: Mapping[str, Any],
     rules: RuleSet,
     settings: Settings,
     lang: Lang,
@@ -194,7 +205,7 @@ def _match_node(
     """The node rules on one node, then those that look at what else fired on it."""
     node_rules, later_rules = rule_sets
     errors = DiagnoseResult()
-    context = node_context(node, stage, alerts, rules.xid_catalog, cluster, settings, lang)
+    context = node_context(node, stage, alerts, rules.xid_catalog, pool, settings, lang)
     found = _collect(match(node_rules, context, name, stage), errors)
     findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
     if findings and later_rules:

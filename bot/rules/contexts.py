@@ -74,26 +74,37 @@ def aggregated_alerts(alerts: list[Signal]) -> list[dict[str, Any]]:
     return [alert_context(same[0], len(same)) for same in ranked[:ALERTS_PER_NODE]]
 
 
+def node_pool_context(pool: PoolFacts | None) -> dict[str, Any]:
+    """The `pool` a node rule sees: its pool's facts with `size`, the number of its nodes, in
+    place of their names. Built once per pool and shared by its nodes: with the names, every
+    node's context carried the whole pool and converting it grew as nodes squared."""
+    if pool is None:
+        return {}
+    view = pool.model_dump(mode="json", exclude={"nodes"})
+    view["size"] = len(pool.nodes)
+    return view
+
+
 def node_context(
     node: NodeFacts,
     stage: Stage,
     alerts: list[Signal],
     catalog: XidCatalog | None,
-    cluster: ClusterFacts,
+    pool: Mapping[str, Any],
     settings: Settings,
     lang: Lang,
     findings: list[str] | None = None,
 ) -> dict[str, Any]:
+    """`pool`: `node_pool_context` of the node's pool."""
     facts = node.model_dump(mode="json")
     facts["stage"] = stage.value
     if node.gpu is not None:
         facts["gpu"]["expected"] = node.gpu.expected
-    pool = cluster.pools.get(node.pool or "")
     return {
         "node": facts,
         "alerts": aggregated_alerts(alerts),
         "xids": describe_xids(node.xids, catalog, lang),
-        "pool": pool.model_dump(mode="json") if pool else {},
+        "pool": pool,
         "settings": settings_context(settings),
         "findings": findings or [],
     }

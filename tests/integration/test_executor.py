@@ -16,7 +16,7 @@ from bot.config import SmokeTestSettings
 from bot.model import Action, IncidentState, TimelineEntry
 from bot.names import MAINTENANCE_TAINT, NAMESPACE
 from bot.remediate.approvals import approvals_needed
-from bot.remediate.nodes import cordon
+from bot.remediate.nodes import cordon, take_out
 from gpusim.faults import inject
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
@@ -294,6 +294,21 @@ def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> 
     assert all(t["key"] != MAINTENANCE_TAINT for t in node["spec"].get("taints") or [])
     assert node["metadata"]["annotations"].get("team") == "ml"
     assert not [k for k in node["metadata"]["annotations"] if k.startswith("gpubot.io/")]
+
+
+def test_a_taint_added_after_the_check_read_the_node_survives_the_cordon(rig: Rig) -> None:
+    # The cordon, taint and annotations go in one patch computed from the node the check
+    # read: a taint the node controller adds in between must not be overwritten.
+    seen = rig.executor.cluster.get("Node", "", "gpu-a3")
+    added = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+    rig.server.store.patch(BY_KIND["Node"], "", "gpu-a3", MERGE, {"spec": {"taints": [added]}})
+    ours = {"key": MAINTENANCE_TAINT, "value": "inc-1", "effect": "NoSchedule"}
+    change = take_out(rig.executor.cluster, "gpu-a3", seen, ours, {"gpubot.io/incident": "inc-1"})
+    assert change.changed
+    node = rig.node("gpu-a3")
+    assert node["spec"]["unschedulable"] is True
+    assert added in node["spec"]["taints"] and ours in node["spec"]["taints"]
+    assert node["metadata"]["annotations"]["gpubot.io/incident"] == "inc-1"
 
 
 def test_a_drain_request_names_the_training_it_would_cost(rig: Rig) -> None:
