@@ -111,6 +111,67 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},
     "timeline.text": {EN: "details", ZH: "内容"},
+    # -- the diagnosis pass and the leader's duties: the thread ----------------------------
+    "pass.no_node": {
+        EN: "alert {name} ({status}) names no node: node unknown. Its labels: {labels}",
+        ZH: "告警 {name}（{status}）没有指明节点：节点未知。它的标签：{labels}",
+    },
+    "pass.truncated": {
+        EN: "Alertmanager truncated {n} alert(s) of group {group}: raise max_alerts or look in "
+        "Alertmanager",
+        ZH: "Alertmanager 截断了分组 {group} 的 {n} 条告警："
+        "调大 max_alerts，或到 Alertmanager 查看",
+    },
+    "pass.superseded_by": {EN: "superseded by {rule}", ZH: "已被 {rule} 取代"},
+    "pass.superseded": {
+        EN: "a better diagnosis of the same problem: {old} → {rule} ({title}); the earlier "
+        "proposals are withdrawn",
+        ZH: "同一问题有了更准确的诊断：{old} → {rule}（{title}）；之前的建议已撤回",
+    },
+    "pass.came_back": {
+        EN: "came back (reopened {n}×): {title}",
+        ZH: "问题再次出现（第 {n} 次重开）：{title}",
+    },
+    "pass.held": {
+        EN: "proposals held until {until} UTC: the alert that says why usually follows within "
+        "{settle_s} s; if nothing better comes, they are proposed then",
+        ZH: "建议暂缓到 {until} UTC：说明原因的告警通常在 {settle_s} 秒内到达；"
+        "若没有更准确的诊断，届时再提出",
+    },
+    "pass.released": {
+        EN: "no better diagnosis came within {settle_s} s: proposing now",
+        ZH: "{settle_s} 秒内没有更准确的诊断：现在提出建议",
+    },
+    "pass.part_of": {
+        EN: "part of pool-wide incident {id} ({rule}, pool {pool})",
+        ZH: "属于节点池范围的事件 {id}（{rule}，节点池 {pool}）",
+    },
+    "pass.still_matches": {
+        EN: "its alert resolved, but {rule} still matches: the incident stays open",
+        ZH: "告警已恢复，但 {rule} 仍然匹配：事件保持未解决",
+    },
+    "pass.gone": {
+        EN: "{rule} no longer matches: the symptom has been gone since {since} UTC",
+        ZH: "{rule} 不再匹配：症状自 {since} UTC 起已消失",
+    },
+    "pass.resolved": {EN: "resolved: {why}", ZH: "已解决：{why}"},
+    "duty.repaired": {
+        EN: "repaired: the health gate passes for {node}; put it back into service?",
+        ZH: "已修复：{node} 的健康门禁通过；是否恢复服务？",
+    },
+    "duty.repaired_failing": {
+        EN: "repaired, but the health gate still fails for {node}: {blocking}. The uncordon is "
+        "offered once it passes",
+        ZH: "已修复，但 {node} 的健康门禁仍未通过：{blocking}。通过后会提出 uncordon",
+    },
+    "duty.expired": {
+        EN: "every proposal expired without a decision",
+        ZH: "所有建议都已过期，无人决定",
+    },
+    "duty.expired_ask": {
+        EN: "the proposals expired without a decision; ask again with /gpubot",
+        ZH: "建议已过期，无人决定；可用 /gpubot 重新提出",
+    },
     # -- the executor: what the timeline and the thread say ----------------------------------
     "exec.proposed": {EN: "proposed: {command}", ZH: "建议：{command}"},
     "exec.risk": {EN: " — risk: {risk}", ZH: " — 风险：{risk}"},
