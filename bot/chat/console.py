@@ -214,7 +214,7 @@ def render_markdown(diagnoses: list[Diagnosis], lang: Lang) -> str:
     out: list[str] = []
     for d in diagnoses:
         out.append(f"## {d.severity.value.upper()}: {d.title} — {_subject(d)}")
-        out.append(f"`{d.rule}` · {labels['stage']}: **{d.stage.value}**\n")
+        out.append(f"`{d.rule}` · {labels['stage']}: **{stage_name(d.stage, lang)}**\n")
         out.append(d.summary + "\n")
         for key in ("registered", "gpu_visible", "workloads", "scope"):
             out.append(f"- **{labels[key]}** {getattr(d.questions, key)}")
