@@ -172,6 +172,30 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "the proposals expired without a decision; ask again with /gpubot",
         ZH: "建议已过期，无人决定；可用 /gpubot 重新提出",
     },
+    # -- a request's risk ----------------------------------------------------------------------
+    "risk.no_checkpoint": {
+        EN: "{who} (no checkpoint recorded)",
+        ZH: "{who}（没有 checkpoint 记录）",
+    },
+    "risk.last": {EN: "{who} (last {minutes} min ago)", ZH: "{who}（上次在 {minutes} 分钟前）"},
+    "risk.pod": {
+        EN: "{n} GPU pod without a checkpoint in the last {minutes} min will lose progress: {pods}",
+        ZH: "{n} 个 GPU Pod 最近 {minutes} 分钟没有 checkpoint，进度将丢失：{pods}",
+    },
+    "risk.pods": {
+        EN: "{n} GPU pods without a checkpoint in the last {minutes} min will lose progress: "
+        "{pods}",
+        ZH: "{n} 个 GPU Pod 最近 {minutes} 分钟没有 checkpoint，进度将丢失：{pods}",
+    },
+    "risk.cordon": {
+        EN: "Cordon evicts nothing. If a drain follows: {risk}",
+        ZH: "cordon 不驱逐任何 Pod。若随后 drain：{risk}",
+    },
+    "risk.override": {
+        EN: "The health gate did not pass ({failing}): the node goes back into service anyway.",
+        ZH: "健康门禁未通过（{failing}）：节点仍将恢复服务。",
+    },
+    "risk.see_timeline": {EN: "see the timeline", ZH: "见时间线"},
     # -- the executor: what the timeline and the thread say ----------------------------------
     "exec.proposed": {EN: "proposed: {command}", ZH: "建议：{command}"},
     "exec.risk": {EN: " — risk: {risk}", ZH: " — 风险：{risk}"},

@@ -262,10 +262,8 @@ class Executor:
         policy = self.settings.remediation
         risk = ""
         if override_gate:
-            risk = (
-                f"The health gate did not pass ({gate_failures or 'see the timeline'}): "
-                "the node goes back into service anyway."
-            )
+            failing = gate_failures or self._say("risk.see_timeline")
+            risk = self._say("risk.override", failing=failing)
         if action in (Action.DRAIN, Action.CORDON):
             pods = self.cluster.list("Pod", field_selector=f"spec.nodeName={node.name}")
             risk = checkpoint_risk(
@@ -274,10 +272,11 @@ class Executor:
                 gpu_resource=self.settings.gpu_resource,
                 annotation=policy.checkpoint_annotation,
                 max_age_s=policy.checkpoint_max_age_s,
+                lang=self.settings.lang,
             )
             if action is Action.CORDON:
                 # A cordon evicts nothing; the risk is only the drain that usually follows.
-                risk = f"Cordon evicts nothing. If a drain follows: {risk}" if risk else ""
+                risk = self._say("risk.cordon", risk=risk) if risk else ""
         request = new_request(
             f"{incident or 'adhoc'}-{action.value}-{uuid.uuid4().hex[:8]}",
             action,

@@ -105,7 +105,8 @@ ENGLISH = re.compile(
     r"running|evicted|drained|uncordoned|cordoned|request|expires|when|who|what|details|"
     r"repair|rebooted|falls off|crash-looping|out of service|executing|diagnosed|awaiting|"
     r"state|proposal|approval|gate|action-start|action-progress|action-result|Duration|"
-    r"Seen|Decided|Done|Outcome|back in service|denied)\b",
+    r"Seen|Decided|Done|Outcome|back in service|denied|evicts nothing|lose progress|not run|"
+    r"blast radius|out now)\b",
 )
 """Words of gpubot's own sentences, as they read in English (case kept: `Running` is a pod
 phase a Chinese sentence may name)."""
