@@ -127,10 +127,9 @@ class Prose:
 
 _CLOSING = set("，。、；：！？）」』》】〉,.;:!?)]}%")
 _OPENING = set("（「『《【〈([{")
-# A unit: a run of non-CJK non-space characters with its spaces, or one CJK character.
-_UNIT = re.compile(
-    r"[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]\s*|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]+\s*|\s+"
-)
+_CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f"
+# A unit: one CJK character, or a run of other non-space characters, with the spaces after it.
+_UNIT = re.compile(rf"[{_CJK}]\s*|[^\s{_CJK}]+\s*|\s+")
 
 
 def _title(d: Diagnosis) -> Text:
