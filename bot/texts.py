@@ -225,6 +225,12 @@ TEXTS: dict[str, dict[Lang, str]] = {
     },
     "decide.denied": {EN: "{who} denied {command}", ZH: "{who} 拒绝了 {command}"},
     "decide.denied_by": {EN: "denied by {who}", ZH: "被 {who} 拒绝"},
+    "exec.drain_flags_emptydir": {
+        EN: " (--ignore-daemonsets: DaemonSet pods such as the GPU Operator's stay, as kubectl "
+        "does; --delete-emptydir-data, as asked: the pods' emptyDir data on the node is deleted)",
+        ZH: "（--ignore-daemonsets：GPU Operator 等 DaemonSet 的 Pod 保留，与 kubectl 相同；"
+        "按要求带 --delete-emptydir-data：节点上 Pod 的 emptyDir 数据将被删除）",
+    },
     "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
     "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
     "exec.gate.failing": {EN: " ({failing})", ZH: "（{failing}）"},

@@ -295,7 +295,7 @@ class Executor:
             incident,
             "proposal",
             self._say("exec.proposed", command=command_for(request))
-            + (self._say("exec.drain_flags") if action is Action.DRAIN else "")
+            + (self._drain_flags(request) if action is Action.DRAIN else "")
             + (self._say("exec.risk", risk=risk) if risk else ""),
             requested_by,
             request=request.id,
@@ -304,6 +304,13 @@ class Executor:
             expires_at=request.expires_at.isoformat(),
         )
         return request
+
+    def _drain_flags(self, request: ActionRequest) -> str:
+        """Which of the runbook's drain flags this drain uses, and why: what `command_for`
+        shows and `drain()` is given are the same request fields."""
+        if request.delete_emptydir_data:
+            return self._say("exec.drain_flags_emptydir")
+        return self._say("exec.drain_flags")
 
     def _record_gate(self, incident: str | None, result: GateResult) -> None:
         items = [
