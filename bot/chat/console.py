@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from rich.cells import cell_len, chop_cells
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
-from rich.padding import Padding
 from rich.panel import Panel
 from rich.prompt import Prompt
 from rich.table import Table
@@ -188,7 +187,9 @@ def print_runbook(d: Diagnosis, console: Console) -> None:
     labels = LABELS[d.lang]
     console.print(Text(labels["runbook"], style="bold"))
     for number, step in enumerate(d.runbook, 1):
-        console.print(Padding(Prose(f"{number}. {step.text}"), (0, 0, 0, 1), expand=False))
+        head = f" {number}. "
+        for index, line in enumerate(Prose(step.text).lines(console.width - len(head))):
+            console.print(Text((head if index == 0 else " " * len(head)) + line))
         for command in step.commands:
             console.print(Text(f"   $ {command}", style="green"), soft_wrap=True)
 
