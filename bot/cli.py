@@ -25,15 +25,13 @@ from bot.chat.console import (
     ConsoleApprover,
     print_diagnoses,
     render_markdown,
-    render_summary,
     render_timeline,
     timeline_markdown,
 )
 from bot.clock import utcnow
 from bot.config import Settings, load_settings
 from bot.errors import GpubotError, InputError
-from bot.incidents.summary import summarize, summary_lines
-from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
+from bot.model import Diagnosis, Lang
 from bot.roots import offline
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager.payloads import load_alerts_file
@@ -309,35 +307,13 @@ def _live_demo(
 ) -> None:
     from bot.roots import demo as live
 
-    def signal(s: Signal) -> None:
-        detail = ", ".join(
-            f"{k}={v}" for k, v in s.labels.items() if k not in ("alertname", "node")
-        )
-        console.print(Text(f"  ⚡ {s.source}: {s.name} {s.node or ''} {detail}", style="dim"))
-
-    def timeline(entry: TimelineEntry) -> None:
-        style = {"action-result": "bold", "gate": "cyan", "approval": "green"}.get(entry.kind, "")
-        console.print(Text(f"  [{entry.kind}] {entry.actor}: {entry.text}", style=style))
-
-    def summary(incident: Incident, entries: list[TimelineEntry]) -> None:
-        title = f"incident {incident.id} resolved: {incident.title} — {incident.node}"
-        console.print(render_summary(title, summary_lines(summarize(incident, entries), language)))
-        console.print(render_timeline(entries))
-
     interactive = approve_as is not None or sys.stdin.isatty()
-    approver = ConsoleApprover(console, approve_as)
-    out = live.DemoOutput(
-        step=lambda title: console.rule(Text(title, style="bold")),
-        signal=signal,
-        diagnoses=lambda found: print_diagnoses(found, console, language) if found else None,
-        timeline=timeline,
-        summary=summary,
-    )
+    approver = ConsoleApprover(console, approve_as, language)
     live.run(
         offline.load_ruleset(settings),
         settings,
         language,
-        out,
+        live.console_output(console, language),
         pause,
         approve=approver.ask if interactive else None,
         approver_name=approve_as or "you",

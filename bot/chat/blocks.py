@@ -55,6 +55,7 @@ from slack_sdk.models.blocks import (
 from bot.chat.console import EVIDENCE_SHOWN
 from bot.chat.console import LABELS as CONSOLE_LABELS
 from bot.model import Action, ActionRequest, Diagnosis, Lang, Severity
+from bot.texts import stage_name
 
 APPROVE_ACTION = "gpubot.approve"
 DENY_ACTION = "gpubot.deny"
@@ -512,7 +513,8 @@ def diagnosis_blocks(
     labels = CONSOLE_LABELS[lang]
     text = _TEXT[lang]
     header = f"{_ICON[d.severity]} {text[d.severity.value]} · {subject(d, lang)} · {d.title}"
-    context = f"{escape(labels['stage'])}: *{d.stage.value}* · {text['rule']} {code(d.rule)}"
+    stage = escape(stage_name(d.stage, lang))
+    context = f"{escape(labels['stage'])}: *{stage}* · {text['rule']} {code(d.rule)}"
     if d.expected:
         context += f" · _{text['expected']}_"
     blocks: list[Block] = [

@@ -34,6 +34,7 @@ from bot.ports import Chat, Cluster, Store
 from bot.remediate.blast_radius import out_of_service
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
+from bot.texts import say
 
 log = logging.getLogger("gpubot.duties")
 
@@ -182,14 +183,13 @@ class LeaderDuties:
         requests, gate = offered
         incident = self.store.incident(incident_id)
         if gate.passed:
-            note = f"repaired: the health gate passes for {gate.node}; put it back into service?"
+            note = say(self.settings.lang, "duty.repaired", node=gate.node)
             self.chat.revise_diagnosis(incident, diagnosis, requests, note)
             return
         blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
         self.chat.post_thread(
             incident,
-            f"repaired, but the health gate still fails for {gate.node}: {blocking}. "
-            "The uncordon is offered once it passes",
+            say(self.settings.lang, "duty.repaired_failing", node=gate.node, blocking=blocking),
         )
 
     def expire_requests(self) -> list[Incident]:
@@ -203,13 +203,11 @@ class LeaderDuties:
                     IncidentState.EXPIRED,
                     GPUBOT,
                     now,
-                    "every proposal expired without a decision",
+                    say(self.settings.lang, "duty.expired"),
                 )
             except (StateChanged, IllegalTransition):
                 continue  # decided a moment ago: not expired after all
-            self.chat.post_thread(
-                done, "the proposals expired without a decision; ask again with /gpubot"
-            )
+            self.chat.post_thread(done, say(self.settings.lang, "duty.expired_ask"))
             expired.append(done)
         return expired
 

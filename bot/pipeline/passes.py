@@ -45,6 +45,7 @@ from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.understanding import with_prometheus_xids
+from bot.texts import say
 
 log = logging.getLogger("gpubot.passes")
 
@@ -336,22 +337,34 @@ class DiagnosisPass:
                 incident = incident.model_copy(update={"chat_ref": ref})
         else:
             for request in self._withdrawn_now(incident.id, now):
-                self.chat.withdraw(incident, request, f"superseded by {found.rule}")
+                self.chat.withdraw(
+                    incident,
+                    request,
+                    say(self.settings.lang, "pass.superseded_by", rule=found.rule),
+                )
             if result.change == "superseded":
-                note = (
-                    f"a better diagnosis of the same problem: {result.replaced} → {found.rule} "
-                    f"({found.title}); the earlier proposals are withdrawn"
+                note = say(
+                    self.settings.lang,
+                    "pass.superseded",
+                    old=result.replaced,
+                    rule=found.rule,
+                    title=found.title,
                 )
             else:
-                note = f"came back (reopened {incident.reopened}×): {found.title}"
+                note = say(
+                    self.settings.lang, "pass.came_back", n=incident.reopened, title=found.title
+                )
             self.chat.revise_diagnosis(incident, found, requests, note)
         self.told.said(incident.id, found, now)
         if held and incident.held_until is not None:
             self.chat.post_thread(
                 incident,
-                f"proposals held until {incident.held_until:%H:%M:%S} UTC: the alert that says "
-                f"why usually follows within {settle_s} s; if nothing better comes, they are "
-                "proposed then",
+                say(
+                    self.settings.lang,
+                    "pass.held",
+                    until=f"{incident.held_until:%H:%M:%S}",
+                    settle_s=settle_s,
+                ),
             )
         if self.telemetry is not None:
             self.telemetry.diagnoses_posted.inc()
@@ -391,8 +404,9 @@ class DiagnosisPass:
                 self.store.incident(incident.id),
                 found,
                 requests,
-                f"no better diagnosis came within {self.settings.thresholds.settle_s} s: "
-                "proposing now",
+                say(
+                    self.settings.lang, "pass.released", settle_s=self.settings.thresholds.settle_s
+                ),
             )
             self.told.said(incident.id, found, now)
 
@@ -496,8 +510,13 @@ class DiagnosisPass:
                     at=self.clock(),
                     actor=GPUBOT,
                     kind="note",
-                    text=f"part of pool-wide incident {parent.id} "
-                    f"({parent.rule}, pool {node.pool})",
+                    text=say(
+                        self.settings.lang,
+                        "pass.part_of",
+                        id=parent.id,
+                        rule=parent.rule,
+                        pool=node.pool,
+                    ),
                     data={"parent": parent.id},
                 )
             )
@@ -532,8 +551,7 @@ class DiagnosisPass:
                             at=now,
                             actor=GPUBOT,
                             kind="note",
-                            text=f"its alert resolved, but {incident.rule} still matches: "
-                            "the incident stays open",
+                            text=say(self.settings.lang, "pass.still_matches", rule=incident.rule),
                         )
                     )
                 continue
@@ -547,8 +565,12 @@ class DiagnosisPass:
             try:
                 self.resolve(
                     incident.id,
-                    f"{incident.rule} no longer matches: the symptom has been gone since "
-                    f"{since:%H:%M:%S} UTC",
+                    say(
+                        self.settings.lang,
+                        "pass.gone",
+                        rule=incident.rule,
+                        since=f"{since:%H:%M:%S}",
+                    ),
                 )
             except StateChanged:
                 continue  # its approval started acting meanwhile: the action's end decides
@@ -582,7 +604,7 @@ class DiagnosisPass:
             ):
                 self.chat.withdraw(done, request, execution.detail)
         if not summary:
-            self.chat.post_thread(done, f"resolved: {why}")
+            self.chat.post_thread(done, say(self.settings.lang, "pass.resolved", why=why))
             return done
         told = summary_lines(summarize(done, self.store.timeline(incident_id)), self.settings.lang)
         self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in told))

@@ -27,6 +27,7 @@ from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, Timel
 from bot.names import GPUBOT
 from bot.ports import Store
 from bot.remediate.approvals import decide, deny_refusal
+from bot.texts import say
 
 Status = Literal[
     "acted",
@@ -163,7 +164,7 @@ class Decisions:
         self.note(
             request.incident,
             "approval",
-            f"{approver} approved {command_for(request)}",
+            say(self.settings.lang, "decide.approved", who=approver, command=command_for(request)),
             approver,
             request=request_id,
             outcome=decision.outcome,
@@ -172,7 +173,14 @@ class Decisions:
             return Outcome(
                 request_id, "need-another", decision.reason, approvals_needed=decision.needed
             )
-        self.move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        approved = say(
+            self.settings.lang,
+            "decide.approved_state",
+            action=request.action.value + (" --force" if request.force else ""),
+            node=request.node,
+            who=", ".join(decision.approvers),
+        )
+        self.move(request.incident, IncidentState.APPROVED, approver, approved)
         return Outcome(request_id, "recorded", decision.reason)
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
@@ -204,11 +212,13 @@ class Decisions:
         self.note(
             request.incident,
             "denial",
-            f"{who} denied {command_for(request)}" + (f": {reason}" if reason else ""),
+            say(self.settings.lang, "decide.denied", who=who, command=command_for(request))
+            + (f": {reason}" if reason else ""),
             who,
             request=request_id,
         )
-        self.move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
+        denied_by = say(self.settings.lang, "decide.denied_by", who=who)
+        self.move(request.incident, IncidentState.DENIED, who, denied_by)
         return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
 
     def no_longer_valid(self, request: ActionRequest) -> Outcome | None:

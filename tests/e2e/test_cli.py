@@ -233,7 +233,7 @@ def test_timeline_of_an_unknown_node_is_a_clear_error(tmp_path: Path) -> None:
 def test_demo_without_a_person_stops_at_the_first_approval() -> None:
     done = gpubot("demo", "--pause", "0.3")
     assert done.returncode == 0, done.stderr
-    assert "waiting for a person: run with --approve-as NAME" in done.stdout
+    assert "Run `gpubot demo --approve-as NAME` to approve as NAME" in done.stdout
     assert "drained" not in done.stdout
 
 

@@ -430,3 +430,19 @@ def test_a_drain_taken_over_elsewhere_stops_here_and_leaves_the_result_to_the_ne
         assert "action-result" not in kinds
     finally:
         rig.store.close()
+
+
+def test_a_drain_proposal_says_the_flags_it_will_run_with(rig: Rig) -> None:
+    """Issue 19 item 9: the runbook's step says --delete-emptydir-data; the proposal says
+    whether this drain uses it, and why, as `command_for` and the drain itself do."""
+    plain = rig.request(Action.DRAIN)
+    asked = rig.request(Action.DRAIN, "gpu-a1", delete_emptydir_data=True)
+    said = {
+        e.data["request"]: e.text for e in rig.store.timeline(rig.incident) if e.kind == "proposal"
+    }
+    assert said[plain].startswith("proposed: kubectl drain gpu-a3 --ignore-daemonsets (")
+    assert "no --delete-emptydir-data: a pod with emptyDir data stops the drain" in said[plain]
+    assert said[asked].startswith(
+        "proposed: kubectl drain gpu-a1 --ignore-daemonsets --delete-emptydir-data ("
+    )
+    assert "--delete-emptydir-data, as asked" in said[asked]

@@ -734,6 +734,8 @@ def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread
         posted = rig.message_of(str(incident.chat_ref))
         assert posted in replies  # the node's diagnosis, in the pool's thread
         assert incident.node is not None and incident.node in _texts(posted["blocks"])
+
+
 def test_a_strangers_deny_is_told_who_may_and_the_oncall_still_approve(rig: Rig) -> None:
     """Issue 15: someone named in no policy clicked Deny on a drain, and the rightful
     approvers were then refused."""
