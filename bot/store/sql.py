@@ -24,11 +24,11 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from bot.errors import StoreUnavailable
+from bot.errors import StoreSchemaError, StoreUnavailable
 from bot.ports import Store
 from bot.store import schema
 from bot.store.actions import ExecutionRecord, SqlActions
-from bot.store.database import Database, create_engine
+from bot.store.database import Database, create_engine, sqlite_file
 from bot.store.incidents import SqlIncidents
 from bot.store.outbox import SqlOutbox
 from bot.store.signals import SqlSignals, signal_key
@@ -61,6 +61,25 @@ class SqlStore(SqlSignals, SqlIncidents, SqlOutbox, SqlActions, Store):
         if migrate:
             with store.db.translated():
                 schema.ensure_current(engine, shown)
+        return store
+
+    @classmethod
+    def open_existing(cls, url: str) -> SqlStore:
+        """A store `gpubot serve` made, for the commands that only read it or add a vote:
+        never creates a database file or a schema, and says which store it looked for."""
+        file = sqlite_file(url)
+        if file is not None and not file.is_file():
+            raise StoreSchemaError(
+                f"no gpubot store at {url} (the file {file.resolve()} does not exist): give "
+                "the store `gpubot serve` uses (--store-url, or store_url in the settings)"
+            )
+        store = cls.open(url, migrate=False)
+        try:
+            with store.db.translated():
+                schema.ensure_current(store.engine, store.url, create=False)
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def close(self) -> None:
