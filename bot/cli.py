@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import wraps
@@ -905,6 +906,51 @@ def sim_serve(
         simulation.stop()
 
 
+SimServerOption = Annotated[
+    str | None,
+    typer.Option("--server", metavar="URL", help="The URL `gpubot sim serve` printed."),
+]
+SimKubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="Or the kubeconfig `gpubot sim serve --kubeconfig-out` wrote.",
+    ),
+]
+
+
+@contextmanager
+def _sim_server(server: str | None, kubeconfig: Path | None) -> Iterator[str]:
+    """The simulator's connection URL, given as it is or read from the kubeconfig it wrote
+    (its CA and token put in files for as long as the call lasts: the URL names files)."""
+    import base64
+    import tempfile
+
+    import yaml
+
+    if (server is None) == (kubeconfig is None):
+        raise InputError("--server/--kubeconfig", "give exactly one of them")
+    if server is not None:
+        yield server
+        return
+    assert kubeconfig is not None
+    try:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        token = config["users"][0]["user"]["token"]
+        address, ca = cluster["server"], base64.b64decode(cluster["certificate-authority-data"])
+    except OSError as exc:
+        raise InputError(str(kubeconfig), exc.strerror or str(exc)) from exc
+    except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
+        why = f"not a kubeconfig `gpubot sim serve` wrote ({exc})"
+        raise InputError(str(kubeconfig), why) from exc
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "ca.crt").write_bytes(ca)
+        (Path(folder) / "token").write_text(token)
+        yield f"{address}?certificate-authority={folder}/ca.crt&token-file={folder}/token"
+
+
 def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -923,7 +969,8 @@ def sim_inject(
         str, typer.Argument(help="zero-capacity, plugin-crashloop, xid, ecc-dbe, ...")
     ],
     node: Annotated[str, typer.Option("--node")],
-    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    server: SimServerOption = None,
+    kubeconfig: SimKubeconfigOption = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", help="KEY=VALUE, e.g. code=79.")
     ] = None,
@@ -937,7 +984,8 @@ def sim_inject(
 
     params = dict(_param(p) for p in param or [])
     try:
-        result = inject_remote(server, fault, node, params)
+        with _sim_server(server, kubeconfig) as url:
+            result = inject_remote(url, fault, node, params)
     except SimulatorError as exc:
         raise InputError("sim inject", str(exc)) from exc
     for line in result["description"]:
@@ -953,7 +1001,8 @@ def sim_repair(
         str, typer.Argument(help="The fault to take away: zero-capacity, xid, not-ready, ...")
     ],
     node: Annotated[str, typer.Option("--node")],
-    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    server: SimServerOption = None,
+    kubeconfig: SimKubeconfigOption = None,
     param: Annotated[list[str] | None, typer.Option("--param", help="KEY=VALUE.")] = None,
 ) -> None:
     """Take a fault away from a node of a running simulated cluster (a cordon stays)."""
@@ -961,7 +1010,8 @@ def sim_repair(
 
     params = dict(_param(p) for p in param or [])
     try:
-        result = repair_remote(server, fault, node, params)
+        with _sim_server(server, kubeconfig) as url:
+            result = repair_remote(url, fault, node, params)
     except SimulatorError as exc:
         raise InputError("sim repair", str(exc)) from exc
     for line in result["description"]:
