@@ -15,7 +15,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -34,7 +34,7 @@ from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
-from bot.model import Signal, TimelineEntry
+from bot.model import ActionRequest, Diagnosis, Incident, Signal, TimelineEntry
 from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
@@ -219,7 +219,9 @@ def build_replica(
     )
     holder: list[LeaderElector] = []
     telemetry = Telemetry()
-    chat = chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
+    chat = LoggedChat(
+        chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
+    )
     service = Service(
         settings=settings,
         rules=rules,
@@ -322,6 +324,57 @@ def build_replica(
         uvicorn.Server(config),
         slack,
     )
+
+
+@dataclass
+class LoggedChat:
+    """A chat that also tells the process's log, at info, what it was handed to post: who
+    reads the pod's log sees that a diagnosis went out (and its proposals) beside the
+    actions, whatever the chat is."""
+
+    chat: Chat
+
+    def post_diagnosis(
+        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+    ) -> str | None:
+        log.info(
+            "incident %s: diagnosis %s on %s posted%s",
+            incident.id,
+            diagnosis.rule,
+            diagnosis.node or diagnosis.pool or "the cluster",
+            "".join(f"; request {r.id} ({r.action.value} {r.node})" for r in requests),
+        )
+        return self.chat.post_diagnosis(incident, diagnosis, requests)
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        self.chat.post_thread(incident, text)
+
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        log.info("request %s asked again as %s: %s", old.id, new.id, why)
+        self.chat.ask_again(incident, old, new, why)
+
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        log.info(
+            "incident %s: diagnosis revised to %s%s",
+            incident.id,
+            diagnosis.rule,
+            "".join(f"; request {r.id} ({r.action.value} {r.node})" for r in requests),
+        )
+        self.chat.revise_diagnosis(incident, diagnosis, requests, note)
+
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.chat.withdraw(incident, request, why)
+
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        self.chat.post_notice(text, monospace)
 
 
 def quarantine_notice(chat: Chat) -> Callable[[int, str], None]:

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,12 +16,15 @@ import pytest
 
 from tests.helpers.paths import HEALTHY
 from tests.helpers.processes import (
+    NODE,
     TOKEN,
     Serve,
     cluster,
+    post_alert,
     running_gpubot,
     simulator,
     wait_for,
+    xid_alert,
 )
 
 BAD_STORE_URLS = ["notaurl", "foo://bar", "mysql://gpubot@db.example.com/gpubot"]
@@ -256,8 +258,18 @@ def test_the_leader_gauge_and_a_quiet_log(tmp_path: Path) -> None:
         assert wait_for("the leader gauge", gauge, 30, bot) == (
             'gpubot_leader{identity="gpubot-0"} 1.0'
         )
+        status, _ = post_alert(leader, xid_alert(sim_store, NODE))
+        assert status == 200
+
+        def logged() -> list[dict[str, str]]:
+            return [json.loads(line) for line in leader.err.read_text().splitlines()]
+
+        def posted() -> bool | None:
+            said = [r["event"] for r in logged()]
+            return any(f"on {NODE} posted; request " in e for e in said) or None
+
         # The leader's duties run every 0.5 s here: at info, APScheduler said so each time.
-        time.sleep(2)
-        records = [json.loads(line) for line in leader.err.read_text().splitlines()]
+        wait_for("the diagnosis in the log", posted, 30, bot)
+        records = logged()
         assert any("gpubot-0 leads" in r["event"] for r in records), records
         assert not any(r["logger"].startswith(("apscheduler", "alembic")) for r in records)
