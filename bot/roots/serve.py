@@ -194,7 +194,11 @@ def build_replica(
     except TemporaryError as exc:
         # A refusal stops the start (no retry storm); an API server away for a moment does
         # not: /readyz says so until it answers, and every write is checked by the API then.
-        log.warning("could not check gpubot's permissions at start: %s", exc)
+        log.warning(
+            "could not check gpubot's permissions at start (%s): serving the webhook anyway; "
+            "/readyz says when the Kubernetes API answers",
+            exc,
+        )
     store = SqlStore.open(settings.store_url)
     identity = settings.serve.identity or default_identity()
     evidence = _evidence(settings)

@@ -273,3 +273,44 @@ def test_the_leader_gauge_and_a_quiet_log(tmp_path: Path) -> None:
         records = logged()
         assert any("gpubot-0 leads" in r["event"] for r in records), records
         assert not any(r["logger"].startswith(("apscheduler", "alembic")) for r in records)
+
+
+def test_an_approval_serve_does_not_accept_is_not_reported_as_done(tmp_path: Path) -> None:
+    """The issue's case: `gpubot approve --config settings.yaml` (alice may approve) while
+    serve runs on settings that name nobody. The vote is recorded, but nothing runs: the
+    command must say so, exit non-zero, and the node stays schedulable."""
+    import yaml
+
+    from bot.store.sql import SqlStore
+    from gpusim.resources import BY_KIND
+    from tests.helpers.processes import the_request, write_settings
+
+    serve_config = write_settings(tmp_path / "serve.yaml")
+    settings = yaml.safe_load(serve_config.read_text())
+    nobody = {"users": [], "two_person": False}
+    settings["remediation"]["approvals"] = {"cordon": nobody, "drain": nobody, "uncordon": nobody}
+    serve_config.write_text(yaml.safe_dump(settings))
+    sim_store = cluster()
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    with (
+        simulator(sim_store) as server,
+        running_gpubot(tmp_path, server.url, url, serve_config) as bot,
+    ):
+        served = bot.start("gpubot-0")
+        status, _ = post_alert(served, xid_alert(sim_store, NODE))
+        assert status == 200
+        store = SqlStore.open(url)
+        try:
+            drain = wait_for("the drain request", lambda: the_request(store, NODE), 30, bot)
+        finally:
+            store.close()
+        mine = write_settings(tmp_path / "mine.yaml")  # alice approves here
+        done = gpubot(
+            "approve", drain.id, "--as", "alice", "--wait", "8", "--store-url", url,
+            "--config", str(mine), cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 1, (done.stdout, done.stderr)
+        assert done.stdout.startswith("recorded: "), done.stdout
+        assert "if its own settings agree" in done.stdout
+        assert "do its settings name alice as an approver?" in done.stderr, done.stderr
+        assert not sim_store.get(BY_KIND["Node"], "", NODE)["spec"].get("unschedulable")
