@@ -304,6 +304,12 @@ def test_an_approval_serve_does_not_accept_is_not_reported_as_done(tmp_path: Pat
             drain = wait_for("the drain request", lambda: the_request(store, NODE), 30, bot)
         finally:
             store.close()
+        # Without a settings file nobody may approve: refused, and how to name someone.
+        refused = gpubot("approve", drain.id, "--as", "alice", "--store-url", url, cwd=tmp_path)
+        assert refused.returncode == 2, (refused.stdout, refused.stderr)
+        assert refused.stderr.startswith("refused: "), refused.stderr
+        assert "embedded default settings" in refused.stderr
+        assert "`gpubot init` writes approvers" in refused.stderr
         mine = write_settings(tmp_path / "mine.yaml")  # alice approves here
         done = gpubot(
             "approve", drain.id, "--as", "alice", "--wait", "8", "--store-url", url,
