@@ -163,7 +163,7 @@ def _open_store(url: str) -> SqlStore:
     every question with "nothing", which is a lie about the real one)."""
     from bot.store.sql import SqlStore
 
-    return SqlStore.open_existing(url)
+    return SqlStore.open(url, create=False)
 
 
 def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
@@ -671,7 +671,8 @@ def serve(
 
     Messages go to Slack when slack.bot_token is set (README, "Slack in five steps"), else
     to this process's output (console chat), where each proposal names its request id for
-    `gpubot approve REQUEST --as YOU`."""
+    `gpubot approve REQUEST --as YOU`. Console chat is for one replica: with several, each
+    prints what it diagnosed itself; use Slack."""
     from bot.process.logs import configure_logging
     from bot.roots import serve as runtime
 

@@ -53,33 +53,29 @@ class SqlStore(SqlSignals, SqlIncidents, SqlOutbox, SqlActions, Store):
         self.url = url_for_humans
 
     @classmethod
-    def open(cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True) -> SqlStore:
-        """Connects and checks the schema (migrating an empty database when `migrate`)."""
-        engine = create_engine(url, lock_timeout_s)
-        shown = make_url(url).render_as_string(hide_password=True)
-        store = cls(engine, shown)
-        if migrate:
-            with store.db.translated():
-                schema.ensure_current(engine, shown)
-        return store
-
-    @classmethod
-    def open_existing(cls, url: str) -> SqlStore:
-        """A store `gpubot serve` made, for the commands that only read it or add a vote:
-        never creates a database file or a schema, and says which store it looked for."""
+    def open(
+        cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True, create: bool = True
+    ) -> SqlStore:
+        """Connects and checks the schema (migrating an empty database when `migrate`).
+        Not `create`: for the commands that only read the store `gpubot serve` made, or add a
+        vote to it; no database file or schema is created, and a missing one is an error
+        naming the store looked for."""
         file = sqlite_file(url)
-        if file is not None and not file.is_file():
+        if not create and file is not None and not file.is_file():
             raise StoreSchemaError(
                 f"no gpubot store at {url} (the file {file.resolve()} does not exist): give "
                 "the store `gpubot serve` uses (--store-url, or store_url in the settings)"
             )
-        store = cls.open(url, migrate=False)
-        try:
-            with store.db.translated():
-                schema.ensure_current(store.engine, store.url, create=False)
-        except BaseException:
-            store.close()
-            raise
+        engine = create_engine(url, lock_timeout_s)
+        shown = make_url(url).render_as_string(hide_password=True)
+        store = cls(engine, shown)
+        if migrate or not create:
+            try:
+                with store.db.translated():
+                    schema.ensure_current(engine, shown, create=create)
+            except BaseException:
+                store.close()
+                raise
         return store
 
     def close(self) -> None:
