@@ -44,6 +44,7 @@ from bot.roots import offline
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager.payloads import load_alerts_file
 from bot.sources.alertmanager.understanding import alert_mapping
+from bot.texts import say
 
 if TYPE_CHECKING:
     from bot.store.sql import SqlStore
@@ -150,10 +151,12 @@ def _settings(config: Path | None) -> Settings:
         raise InputError(str(chosen or "GPUBOT_* environment"), f"{field}: {first['msg']}") from exc
 
 
-def _settings_said(config: Path | None) -> str:
+def _settings_said(config: Path | None, lang: Lang) -> str:
     """Which settings a command ran with, for a message that depends on them."""
     chosen = settings_file(config)
-    return f"settings {chosen}" if chosen else "the embedded default settings (no settings file)"
+    if chosen is None:
+        return say(lang, "cli.settings.defaults")
+    return say(lang, "cli.settings.file", path=chosen)
 
 
 def _open_store(url: str) -> SqlStore:
@@ -424,6 +427,7 @@ def init_command(
     if target.exists() and not force:
         raise InputError(str(target), "exists; --force replaces it")
     people = approver or [getpass.getuser()]
+    language = lang or Lang.EN
     url = store_url or f"sqlite:///{target.parent / 'gpubot.db'}"
     parse_store_url(url)
     token_file = target.parent / "webhook-token"
@@ -434,17 +438,17 @@ def init_command(
             fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(secrets.token_urlsafe(32) + "\n")
-            print(f"wrote {token_file} (the Alertmanager webhook's token)")
+            print(say(language, "cli.init.token", path=token_file))
         target.write_text(
-            settings_template.render(people, url, token_file, lang or Lang.EN), encoding="utf-8"
+            settings_template.render(people, url, token_file, language), encoding="utf-8"
         )
     except OSError as exc:
         raise InputError(str(target), exc.strerror or str(exc)) from exc
     load_settings(target)  # what was written must be what every command can read
-    print(f"wrote {target}: approvers {', '.join(people)}; store {url}; messages to the console")
+    print(say(language, "cli.init.wrote", path=target, approvers=", ".join(people), store=url))
     if target != default_settings_file().absolute() and not os.environ.get(CONFIG_ENV):
-        print(f"commands read it with --config {target} or GPUBOT_CONFIG={target}")
-    print("next: gpubot serve --kubeconfig ~/.kube/config")
+        print(say(language, "cli.init.read_with", path=target))
+    print(say(language, "cli.init.next"))
 
 
 @app.command("drill")
@@ -716,19 +720,22 @@ def approve(
         outcome = decisions.approve(request, as_user)
         if outcome.status not in ("recorded", "need-another"):
             _err.print(
-                f"refused: {outcome.message} (policy from {_settings_said(config)}; "
-                "`gpubot init` writes approvers)",
+                say(
+                    settings.lang,
+                    "cli.approve.refused",
+                    why=outcome.message,
+                    settings=_settings_said(config, settings.lang),
+                ),
                 markup=False,
             )
             raise typer.Exit(2)
         if outcome.status == "need-another":
-            print(f"recorded: {outcome.message}; nothing runs until then", flush=True)
+            print(
+                say(settings.lang, "cli.approve.need_another", decision=outcome.message),
+                flush=True,
+            )
             return
-        print(
-            f"recorded: {outcome.message}. The leading `gpubot serve` on this store runs it "
-            "when it next looks (within seconds), if its own settings agree",
-            flush=True,
-        )
+        print(say(settings.lang, "cli.approve.recorded", decision=outcome.message), flush=True)
         if wait_s == 0:
             return
         deadline = time.monotonic() + wait_s
@@ -743,8 +750,7 @@ def approve(
                 raise typer.Exit(1)
             time.sleep(0.5)
         _err.print(
-            f"not run after {wait_s:g} s: is `gpubot serve` running on this store, and do its "
-            f"settings name {as_user} as an approver? `gpubot timeline` shows how it goes on",
+            say(settings.lang, "cli.approve.not_run", seconds=f"{wait_s:g}", user=as_user),
             markup=False,
         )
         raise typer.Exit(1)

@@ -264,6 +264,48 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "{seconds:.1f} 秒内共迁走 {total} 个 Pod，由 drain 的每个执行者完成"
         "（最后一段：{last}）",
     },
+    # -- the command line's own words ----------------------------------------------------
+    "cli.settings.file": {EN: "settings {path}", ZH: "设置文件 {path}"},
+    "cli.settings.defaults": {
+        EN: "the embedded default settings (no settings file)",
+        ZH: "内置默认设置（没有设置文件）",
+    },
+    "cli.approve.recorded": {
+        EN: "recorded: {decision}. The leading `gpubot serve` on this store runs it when it "
+        "next looks (within seconds), if its own settings agree",
+        ZH: "已记录：{decision}。使用此存储的 leader `gpubot serve` 下次查看时（几秒内）执行它，"
+        "前提是它自己的设置也同意",
+    },
+    "cli.approve.need_another": {
+        EN: "recorded: {decision}; nothing runs until then",
+        ZH: "已记录：{decision}；在此之前不会执行任何操作",
+    },
+    "cli.approve.refused": {
+        EN: "refused: {why} (policy from {settings}; `gpubot init` writes approvers)",
+        ZH: "被拒绝：{why}（策略来自{settings}；`gpubot init` 可写入审批人）",
+    },
+    "cli.approve.not_run": {
+        EN: "not run after {seconds} s: is `gpubot serve` running on this store, and do its "
+        "settings name {user} as an approver? `gpubot timeline` shows how it goes on",
+        ZH: "{seconds} 秒后仍未执行：`gpubot serve` 是否在使用此存储运行？它的设置是否把 {user} "
+        "列为审批人？`gpubot timeline` 可查看后续进展",
+    },
+    "cli.init.token": {
+        EN: "wrote {path} (the Alertmanager webhook's token)",
+        ZH: "已写入 {path}（Alertmanager webhook 的 token）",
+    },
+    "cli.init.wrote": {
+        EN: "wrote {path}: approvers {approvers}; store {store}; messages to the console",
+        ZH: "已写入 {path}：审批人 {approvers}；存储 {store}；消息输出到控制台",
+    },
+    "cli.init.read_with": {
+        EN: "commands read it with --config {path} or GPUBOT_CONFIG={path}",
+        ZH: "各命令通过 --config {path} 或 GPUBOT_CONFIG={path} 读取它",
+    },
+    "cli.init.next": {
+        EN: "next: gpubot serve --kubeconfig ~/.kube/config",
+        ZH: "下一步：gpubot serve --kubeconfig ~/.kube/config",
+    },
 }
 """Key -> language -> a `str.format` template; the same placeholders in both languages."""
 

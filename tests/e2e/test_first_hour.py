@@ -320,3 +320,10 @@ def test_an_approval_serve_does_not_accept_is_not_reported_as_done(tmp_path: Pat
         assert "if its own settings agree" in done.stdout
         assert "do its settings name alice as an approver?" in done.stderr, done.stderr
         assert not sim_store.get(BY_KIND["Node"], "", NODE)["spec"].get("unschedulable")
+
+
+def test_init_speaks_the_language_asked_and_writes_it(tmp_path: Path) -> None:
+    done = gpubot("init", "--lang", "zh", "--config", str(tmp_path / "s.yaml"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1].startswith(f"已写入 {tmp_path / 's.yaml'}：审批人 ")
+    assert "\nlang: zh\n" in (tmp_path / "s.yaml").read_text()
