@@ -195,18 +195,19 @@ def diagnose_command(
     """Diagnose a cluster snapshot (and alerts) offline."""
     settings = _settings(config)
     language = lang or settings.lang
-    inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
-    for note in inputs.notes:
-        _err.print(f"note: {note}", markup=False)
-    nodes = inputs.snapshot
-    signals = list(inputs.signals)
-    for path in alerts or []:
-        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
-    ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or inputs.collected_at or utcnow()
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    with offline.collection_paused():
+        inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
+        for note in inputs.notes:
+            _err.print(f"note: {note}", markup=False)
+        nodes = inputs.snapshot
+        signals = list(inputs.signals)
+        for path in alerts or []:
+            signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+        ruleset = offline.load_ruleset(settings, [rules] if rules else None)
+        moment = now or inputs.collected_at or utcnow()
+        if moment.tzinfo is None:
+            moment = moment.astimezone()
+        result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
     _print(result.diagnoses, fmt, language)
     errors: list[GpubotError] = [*ruleset.errors, *result.errors]
     _report_rule_errors(errors)
@@ -563,6 +564,33 @@ def approve(
             markup=False,
         )
         raise typer.Exit(1)
+    finally:
+        store.close()
+
+
+@app.command()
+@handles_bad_input
+def deny(
+    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
+    as_user: Annotated[str, typer.Option("--as", help="Who denies (a chat user id).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the timeline.")] = "",
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Record a denial from the command line (beside the chat's Deny button). A denial is
+    final, so the policy decides who may, as for an approval: the request's approvers,
+    whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
+    from bot.remediate.decisions import Decisions
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        store.request(request)  # an unknown id is bad input, not a refusal
+        outcome = Decisions(store, settings, clock=utcnow).deny(request, as_user, reason)
+        if outcome.status != "denied":
+            raise InputError("--as", outcome.message)
+        print(outcome.message, flush=True)
     finally:
         store.close()
 

@@ -329,9 +329,16 @@ class ConsoleChat:
         return "[" + say(self.lang, "console.incident", id=incident.id) + "]"
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
-        self.console.print(Text(say(self.lang, "console.incident", id=incident.id), style="bold"))
+        heading = say(self.lang, "console.incident", id=incident.id)
+        if under is not None:
+            heading += say(self.lang, "console.under", id=under.id)
+        self.console.print(Text(heading, style="bold"))
         print_diagnosis(diagnosis, self.console, EVIDENCE_SHOWN)
         for request in requests:
             self.console.print(render_request(request, self.lang))
@@ -366,3 +373,7 @@ class ConsoleChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         # A terminal's font is fixed-width already: `monospace` changes nothing here.
         self.console.print(Prose(text, style="yellow"))
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        request_id = say(self.lang, "console.request_id", id=request.id)
+        self.console.print(Prose(f"  [{request_id}] {text}"))

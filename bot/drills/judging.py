@@ -197,7 +197,9 @@ def judge(drill: Drill, record: Record) -> Verdict:
     story = events(record)
     expect = drill.expect
     verdict = Verdict(drill.drill)
-    verdict.messages = sum(1 for s in record.seen if s.kind == "diagnosis")
+    # Messages in the channel: a node's diagnosis posted in its pool-wide incident's thread is
+    # read there, under the one message that tells the pool's story.
+    verdict.messages = sum(1 for s in record.seen if s.kind == "diagnosis" and s.under is None)
     verdict.incidents = len(record.incidents)
     verdict.reopened = sum(
         1 for entries in record.timelines.values() for entry in entries if reopened(entry)

@@ -119,10 +119,10 @@ class LeaderDuties:
 
     def follow_up(self) -> None:
         """What time alone changes, within seconds: held proposals whose settle window
-        passed and absent problems that stayed away long enough (a pass about their nodes
-        decides), requests refused for a reason that has cleared (offered again, new
-        buttons), and repaired nodes gpubot took out (the health gate, then an uncordon or
-        the items still blocking it)."""
+        passed, absent problems that stayed away long enough and messages whose revision
+        waited for the pace (a pass about their nodes decides), requests refused for a
+        reason that has cleared (offered again, new buttons), and repaired nodes gpubot
+        took out (the health gate, then an uncordon or the items still blocking it)."""
         if not self.is_leader():
             return
         now = self.clock()
@@ -149,6 +149,8 @@ class LeaderDuties:
                 self._reoffer(incident)
             elif incident.state is IncidentState.SUCCEEDED and incident.absent_since is not None:
                 self._back_to_service(incident)
+        # Messages with a change held back by the revision pace: the pass that revises them.
+        due |= self.passes.told.due(now)
         if self.passes.due_at is not None and self.passes.due_at <= now:
             self.passes.due_at = None
             due.add(None)
@@ -238,7 +240,7 @@ class LeaderDuties:
         out: dict[str, OutOfService] | None
         try:
             facts = collect_facts(
-                read_snapshot(self.cluster), self.store.active_signals(), self.settings, now
+                read_snapshot(self.cluster), self.store.firing_alerts(), self.settings, now
             )
         except GpubotError:
             log.warning("the digest could not read the cluster", exc_info=True)

@@ -181,7 +181,7 @@ def build_replica(
     else:
         cluster = KubeCluster.from_kubeconfig(kubeconfig, request_timeout_s=timeout_s)
     try:
-        check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
+        check_permissions(cluster, settings)
     except TemporaryError as exc:
         # A refusal stops the start (no retry storm); an API server away for a moment does
         # not: /readyz says so until it answers, and every write is checked by the API then.
