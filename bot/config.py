@@ -5,6 +5,7 @@ The defaults are what `gpubot demo` runs on, so they must work with nothing conf
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -386,6 +387,30 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Explicit arguments beat the environment, which beats the YAML file.
         return (init_settings, env_settings, YamlConfigSettingsSource(settings_cls))
+
+
+CONFIG_ENV = "GPUBOT_CONFIG"
+"""The settings file when `--config` is not given."""
+
+
+def default_settings_file() -> Path:
+    """Where `gpubot init` writes the settings and every command looks last:
+    `$XDG_CONFIG_HOME/gpubot/settings.yaml`, else `~/.config/gpubot/settings.yaml`."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpubot" / "settings.yaml"
+
+
+def settings_file(given: Path | None = None) -> Path | None:
+    """The settings file every command reads, found the same way by all of them: `--config`,
+    then `GPUBOT_CONFIG`, then the default file when it exists; None: the embedded defaults.
+    A file named on purpose (the first two) that is missing is an error, not the defaults."""
+    if given is not None:
+        return given
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        return Path(named)
+    default = default_settings_file()
+    return default if default.is_file() else None
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:

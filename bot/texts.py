@@ -76,7 +76,10 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "demo.back": {EN: "{node} back in service", ZH: "{node} 已恢复服务"},
     # -- the console ----------------------------------------------------------------------
     "console.incident": {EN: "incident {id}", ZH: "事件 {id}"},
-    "console.under": {EN: " (in the thread of incident {id})", ZH: "（在事件 {id} 的讨论串中）"},
+    "console.incident_in_thread": {
+        EN: "incident {id} (in the thread of incident {under})",
+        ZH: "事件 {id}（在事件 {under} 的讨论串中）",
+    },
     "console.request_id": {EN: "request {id}", ZH: "请求 {id}"},
     "console.commands": {
         EN: "Runbook commands (one per line, as they are pasted)",

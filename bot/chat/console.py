@@ -335,10 +335,9 @@ class ConsoleChat:
         requests: Sequence[ActionRequest],
         under: Incident | None = None,
     ) -> str | None:
-        heading = say(self.lang, "console.incident", id=incident.id)
-        if under is not None:
-            heading += say(self.lang, "console.under", id=under.id)
-        self.console.print(Text(heading, style="bold"))
+        key = "console.incident_in_thread" if under is not None else "console.incident"
+        said = say(self.lang, key, id=incident.id, under=under.id if under else "")
+        self.console.print(Text(said, style="bold"))
         print_diagnosis(diagnosis, self.console, EVIDENCE_SHOWN)
         for request in requests:
             self.console.print(render_request(request, self.lang))

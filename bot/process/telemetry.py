@@ -78,6 +78,13 @@ class Telemetry:
             ["rule"],
             registry=r,
         )
+        self.leader = Gauge(
+            "gpubot_leader",
+            "1 on the replica that holds the leader Lease (runs actions, schedule, Slack "
+            "delivery), 0 on the others; by the replica's identity in the Lease.",
+            ["identity"],
+            registry=r,
+        )
         self.actions = Counter(
             "gpubot_actions_total",
             "Remediation actions, by action and outcome.",
