@@ -81,10 +81,6 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "事件 {id}（在事件 {under} 的讨论串中）",
     },
     "console.request_id": {EN: "request {id}", ZH: "请求 {id}"},
-    "console.commands": {
-        EN: "Runbook commands (one per line, as they are pasted)",
-        ZH: "处置命令（每行一条，可直接粘贴）",
-    },
     "console.request": {
         EN: "request {id}, expires {time} UTC",
         ZH: "请求 {id}，{time} UTC 过期",
