@@ -80,10 +80,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "incident {id} (in the thread of incident {under})",
         ZH: "事件 {id}（在事件 {under} 的讨论串中）",
     },
-    "console.commands": {
-        EN: "Runbook commands (one per line, as they are pasted)",
-        ZH: "处置命令（每行一条，可直接粘贴）",
-    },
+    "console.request_id": {EN: "request {id}", ZH: "请求 {id}"},
     "console.request": {
         EN: "request {id}, expires {time} UTC",
         ZH: "请求 {id}，{time} UTC 过期",
@@ -116,16 +113,6 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "timeline.what": {EN: "what", ZH: "类型"},
     "timeline.text": {EN: "details", ZH: "内容"},
     # -- the diagnosis pass and the leader's duties: the thread ----------------------------
-    "pass.no_node": {
-        EN: "alert {name} ({status}) names no node: node unknown. Its labels: {labels}",
-        ZH: "告警 {name}（{status}）没有指明节点：节点未知。它的标签：{labels}",
-    },
-    "pass.truncated": {
-        EN: "Alertmanager truncated {n} alert(s) of group {group}: raise max_alerts or look in "
-        "Alertmanager",
-        ZH: "Alertmanager 截断了分组 {group} 的 {n} 条告警："
-        "调大 max_alerts，或到 Alertmanager 查看",
-    },
     "pass.superseded_by": {EN: "superseded by {rule}", ZH: "已被 {rule} 取代"},
     "pass.superseded": {
         EN: "a better diagnosis of the same problem: {old} → {rule} ({title}); the earlier "

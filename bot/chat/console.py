@@ -344,13 +344,13 @@ class ConsoleChat:
         return f"console:{incident.id}"
 
     def post_thread(self, incident: Incident, text: str) -> None:
-        self.console.print(Text(f"  {self._incident(incident)} {text}"))
+        self.console.print(Prose(f"  {self._incident(incident)} {text}"))
 
     def ask_again(
         self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
     ) -> None:
         prefix = f"  {self._incident(incident)} " if incident else "  "
-        self.console.print(Text(f"{prefix}{why}"))
+        self.console.print(Prose(f"{prefix}{why}"))
         self.console.print(render_request(new, self.lang))
 
     def revise_diagnosis(
@@ -360,18 +360,19 @@ class ConsoleChat:
         requests: Sequence[ActionRequest],
         note: str,
     ) -> None:
-        self.console.print(Text(f"  {self._incident(incident)} {note}", style="bold"))
+        self.console.print(Prose(f"  {self._incident(incident)} {note}", style="bold"))
         print_diagnosis(diagnosis, self.console, EVIDENCE_SHOWN)
         for request in requests:
             self.console.print(render_request(request, self.lang))
 
     def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
         withdrawn = say(self.lang, "console.withdrawn", id=request.id, why=why)
-        self.console.print(Text(f"  {self._incident(incident)} {withdrawn}"))
+        self.console.print(Prose(f"  {self._incident(incident)} {withdrawn}"))
 
     def post_notice(self, text: str, monospace: bool = False) -> None:
         # A terminal's font is fixed-width already: `monospace` changes nothing here.
-        self.console.print(Text(text, style="yellow"))
+        self.console.print(Prose(text, style="yellow"))
 
     def post_result(self, request: ActionRequest, text: str) -> None:
-        self.console.print(Text(f"  [request {request.id}] {text}"))
+        request_id = say(self.lang, "console.request_id", id=request.id)
+        self.console.print(Prose(f"  [{request_id}] {text}"))

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from bot.chat.console import print_diagnoses, render_summary, render_timeline
+from bot.chat.console import Prose, print_diagnoses, render_summary, render_timeline
 from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
 from bot.diagnose import diagnose
@@ -329,7 +329,7 @@ def console_output(console: Console, lang: Lang) -> DemoOutput:
     def timeline(entry: TimelineEntry) -> None:
         style = {"action-result": "bold", "gate": "cyan", "approval": "green"}.get(entry.kind, "")
         kind = kind_name(entry.kind, lang)
-        console.print(Text(f"  [{kind}] {entry.actor}: {entry.text}", style=style))
+        console.print(Prose(f"  [{kind}] {entry.actor}: {entry.text}", style=style))
         items = entry.data.get("items") if entry.kind == "gate" else None
         if not isinstance(items, list) or not items:
             return
@@ -342,7 +342,7 @@ def console_output(console: Console, lang: Lang) -> DemoOutput:
                 line = say(
                     lang, "console.gate_item", mark=mark, name=item["name"], reason=item["reason"]
                 )
-                console.print(Text(f"      {line}", style="cyan"))
+                console.print(Prose(f"      {line}", style="cyan"))
 
     def summary(incident: Incident, entries: list[TimelineEntry]) -> None:
         key = "demo.resolved" if incident.state is IncidentState.RESOLVED else "demo.open"
@@ -358,7 +358,7 @@ def console_output(console: Console, lang: Lang) -> DemoOutput:
 
     return DemoOutput(
         step=lambda title: console.rule(Text(title, style="bold")),
-        say=lambda text: console.print(Text(f"  {text}", style="yellow")),
+        say=lambda text: console.print(Prose(f"  {text}", style="yellow")),
         signal=signal,
         diagnoses=diagnoses,
         timeline=timeline,
