@@ -301,7 +301,11 @@ class _ScopeIndex:
 
 _T: dict[Lang, dict[str, str]] = {
     Lang.EN: {
-        "unknown_node": "unknown: the node is not in the snapshot, only alerts name it",
+        "unknown_node": "no: no node of this name in the cluster, only alerts name it",
+        "absent_node": (
+            "no node {node} in the cluster (only alerts name it): check the alerts' node label;"
+            " no command is offered for it"
+        ),
         "registered_yes": "yes: Ready, kubelet {kubelet}, runtime {runtime}",
         "registered_other": "; other conditions: {conds}",
         "registered_no": (
@@ -337,7 +341,10 @@ _T: dict[Lang, dict[str, str]] = {
         "also_more": "also firing: {n} more alert(s) no rule reads",
     },
     Lang.ZH: {
-        "unknown_node": "未知：快照中没有该节点，只有告警提到它",
+        "unknown_node": "否：集群中没有这个名字的节点，只有告警提到它",
+        "absent_node": (
+            "集群中没有节点 {node}（只有告警提到它）：请核对告警的 node 标签；不为它提供命令"
+        ),
         "registered_yes": "是：Ready，kubelet {kubelet}，运行时 {runtime}",
         "registered_other": "；其他条件：{conds}",
         "registered_no": (
@@ -525,10 +532,14 @@ _ALSO_FIRING_TEXT = 160
 def _would_block_a_drain(found: RuleMatch, node: NodeFacts | None) -> list[Blocker]:
     """What a proposed drain would meet, read with the diagnosis: each budget that allows no
     disruption (with its disruptionsAllowed), emptyDir data, pods nothing recreates. Said
-    before anyone approves, not found out when the drain stalls on 429s."""
+    before anyone approves, not found out when the drain stalls on 429s. Budgets first: a
+    message shows only so many blockers, and a budget is what stalls a drain with no flag
+    to get past it."""
     if node is None or not any(action is Action.DRAIN for action, _ in found.actions):
         return []
-    return [b for b in node.blockers if b.kind != "daemonset"]
+    return sorted(
+        (b for b in node.blockers if b.kind != "daemonset"), key=lambda b: b.kind != "pdb"
+    )
 
 
 def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
@@ -592,6 +603,10 @@ def _diagnosis(
     evidence = list(found.evidence)
     if found.expected and spec.expected is not None:
         evidence.insert(0, t["expected"].format(note=spec.expected.note(lang)))
+    # A node only alerts name: its name is an alert label's text, not a node anyone can act
+    # on. It is said to be absent; its runbook keeps the steps' words, with no command, and
+    # nothing is proposed for it.
+    absent = node is not None and not node.known
     proposals = [
         Proposal(
             action=action,
@@ -603,12 +618,15 @@ def _diagnosis(
     ]
     if halted:
         evidence.append(t["halted"].format(pool=pool))
+    if halted or absent:
         proposals = [
             Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)
         ]
     namespace = settings.operator_namespaces[0] if settings.operator_namespaces else "default"
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     if node is not None:
+        if absent:
+            evidence.insert(0, t["absent_node"].format(node=node.name))
         evidence += _also_firing(alerts_by_node.get(node.name, []), lang)
     return Diagnosis(
         rule=spec.id,
@@ -626,7 +644,7 @@ def _diagnosis(
         runbook=[
             RunbookStep(
                 text=step.text(lang),
-                commands=[fill(c, node, namespace) for c in step.commands],
+                commands=[] if absent else [fill(c, node, namespace) for c in step.commands],
             )
             for step in spec.runbook
         ],

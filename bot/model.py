@@ -72,6 +72,9 @@ class Signal(_Frozen):
     fingerprint: str
     group_key: str | None = None
     truncated_alerts: int = 0
+    count: int = 1
+    """How many firing alerts of this node, name, GPU and Xid this one stands for: the store
+    hands a diagnosis one alert per such group (the newest), not thousands alike."""
 
     @property
     def dedup_key(self) -> str:

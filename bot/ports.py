@@ -5,7 +5,7 @@ tests swap in the simulator behind the real adapter rather than patching anythin
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -144,6 +144,15 @@ class SplitDeliveries:
 
 
 @dataclass(frozen=True)
+class FiringKind:
+    """Alerts of one node, name, GPU and Xid that fire now: how many, and the newest's id."""
+
+    node: str | None
+    firing: int
+    newest: int
+
+
+@dataclass(frozen=True)
 class QuarantinedDelivery:
     """A webhook delivery that could not be split: kept as received, passed over since."""
 
@@ -173,10 +182,14 @@ class SignalStore(Protocol):
         ...
 
     def split_deliveries(
-        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+        self,
+        split: Callable[[str, bytes], Sequence[Signal]],
+        limit: int = 200,
+        max_bytes: int = 2 * 1024 * 1024,
     ) -> SplitDeliveries:
-        """Turns up to `limit` stored deliveries, oldest first, into signals (`add_signals`'
-        dedup) and forgets them, in one transaction: each is split exactly once. One that
+        """Turns up to `limit` stored deliveries, oldest first, with at most `max_bytes` of
+        bodies (at least one delivery), into signals (`add_signals`' dedup) and forgets them,
+        in one transaction: each is split exactly once. One that
         cannot be split (`split` raises, or the database refuses its signals) is quarantined
         instead, and never holds up the ones behind it."""
         ...
@@ -189,9 +202,22 @@ class SignalStore(Protocol):
         """Deliveries set aside because they could not be split, oldest first."""
         ...
 
-    def active_signals(self, limit: int = 20000) -> list[Signal]:
-        """Firing signals not resolved since: the alerts a diagnosis must consider, oldest
-        first; past `limit`, the newest."""
+    def firing_kinds(
+        self, node: str | None = None, per_node: int = 64, limit: int = 20000
+    ) -> list[FiringKind]:
+        """The alerts a diagnosis must consider (firing, not resolved since), of every node or
+        of `node`, counted per kind (node, name, GPU, Xid), oldest first: one row per kind,
+        however many alerts; past `per_node` kinds on a node or `limit` in all, the newest."""
+        ...
+
+    def signals_by_id(self, ids: Collection[int]) -> dict[int, Signal]:
+        """The stored signals of `ids` (those that exist)."""
+        ...
+
+    def firing_alerts(
+        self, node: str | None = None, per_node: int = 64, limit: int = 20000
+    ) -> list[Signal]:
+        """`firing_kinds` as signals: the newest of each kind, its `count` how many fire."""
         ...
 
     def ping(self) -> None:
@@ -351,9 +377,15 @@ class Chat(Protocol):
     Delivery is the adapter's (Slack's goes through the store's outbox)."""
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
-        """Posts the message; returns where it lives (the incident's `chat_ref`), if known."""
+        """Posts the message; returns where it lives (the incident's `chat_ref`), if known.
+        `under`: the pool-wide incident this one is part of; the message goes in that
+        incident's thread, not in the channel (one channel message for a pool failure)."""
         ...
 
     def post_thread(self, incident: Incident, text: str) -> None:
@@ -387,6 +419,11 @@ class Chat(Protocol):
     def post_notice(self, text: str, monospace: bool = False) -> None:
         """Something with no incident: an alert that names no node, a sweep's finding, the
         digest. `monospace`: columns and a chart that only line up in a fixed-width font."""
+        ...
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        """What came of a request no incident holds (`/gpubot drain NODE`), told where it
+        was asked: under its proposal, so whoever asked and whoever approved read it."""
         ...
 
 

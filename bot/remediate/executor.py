@@ -22,6 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.clock import Clock
@@ -64,6 +65,8 @@ from bot.remediate.nodes import (
     take_out,
     uncordon,
 )
+from bot.remediate.smoke_test import SmokeTests
+from bot.texts import say
 
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
@@ -75,6 +78,17 @@ def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
         if before.get(key) != after.get(key)
     ]
     return "; ".join(changed) or "the node's facts"
+
+
+@dataclass(frozen=True)
+class _Acted:
+    """What `_act` did, as codes the executor branches on and the sentence it tells."""
+
+    text: str
+    done: bool = True
+    """False: a drain refused or incomplete (a failure, not a success)."""
+    drained: str = ""
+    """For a completed drain, the detail of its line ("evicted 2 pods in 0.3 s")."""
 
 
 def _failing(result: GateResult) -> list[str]:
@@ -104,6 +118,8 @@ class Executor:
         self.clock = clock
         self.notify = notify or (lambda _entry: None)
         self.external = external
+        smoke = settings.remediation.smoke_test
+        self.smoke_tests = SmokeTests(cluster, smoke, clock) if smoke.enabled else None
         # Through a lambda, so a notify set later (the service's chat) is the one used.
         self.decisions = Decisions(
             store, settings, groups_of=groups_of, clock=clock, notify=lambda e: self.notify(e)
@@ -170,6 +186,10 @@ class Executor:
     def _move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
         self.decisions.move(incident, target, actor, text)
 
+    def _say(self, key: str, **values: object) -> str:
+        """A sentence for the timeline and the thread, in the settings' language."""
+        return say(self.settings.lang, key, **values)
+
     # ---- facts ----------------------------------------------------------------------------
 
     def read_facts(self, node: str) -> ClusterFacts:
@@ -184,11 +204,14 @@ class Executor:
         return snapshot, self._facts(snapshot, node)
 
     def _facts(self, snapshot: Snapshot, node: str) -> ClusterFacts:
-        firing = [s for s in self.store.active_signals() if s.node == node]
+        firing = self.store.firing_alerts(node)
         return collect_facts(snapshot, firing, self.settings, self.clock())
 
     def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
-        return health_gate(node, facts, self.external(node.name), self.settings.gpu_resource)
+        evidence = self.external(node.name)
+        if self.smoke_tests is not None:
+            return self.smoke_tests.gate(node, facts, evidence, self.settings.gpu_resource)
+        return health_gate(node, facts, evidence, self.settings.gpu_resource)
 
     # ---- proposals ------------------------------------------------------------------------
 
@@ -233,8 +256,10 @@ class Executor:
             )
             made.append(request)
         if made:
-            self._move(incident, IncidentState.DIAGNOSED, GPUBOT, "diagnosed")
-            self._move(incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "awaiting approval")
+            self._move(incident, IncidentState.DIAGNOSED, GPUBOT, self._say("exec.diagnosed"))
+            self._move(
+                incident, IncidentState.AWAITING_APPROVAL, GPUBOT, self._say("exec.awaiting")
+            )
         return made
 
     def request(
@@ -254,10 +279,8 @@ class Executor:
         policy = self.settings.remediation
         risk = ""
         if override_gate:
-            risk = (
-                f"The health gate did not pass ({gate_failures or 'see the timeline'}): "
-                "the node goes back into service anyway."
-            )
+            failing = gate_failures or self._say("risk.see_timeline")
+            risk = self._say("risk.override", failing=failing)
         if action in (Action.DRAIN, Action.CORDON):
             pods = self.cluster.list("Pod", field_selector=f"spec.nodeName={node.name}")
             risk = checkpoint_risk(
@@ -266,10 +289,11 @@ class Executor:
                 gpu_resource=self.settings.gpu_resource,
                 annotation=policy.checkpoint_annotation,
                 max_age_s=policy.checkpoint_max_age_s,
+                lang=self.settings.lang,
             )
             if action is Action.CORDON:
                 # A cordon evicts nothing; the risk is only the drain that usually follows.
-                risk = f"Cordon evicts nothing. If a drain follows: {risk}" if risk else ""
+                risk = self._say("risk.cordon", risk=risk) if risk else ""
         request = new_request(
             f"{incident or 'adhoc'}-{action.value}-{uuid.uuid4().hex[:8]}",
             action,
@@ -287,7 +311,9 @@ class Executor:
         self._note(
             incident,
             "proposal",
-            f"proposed: {command_for(request)}" + (f" — risk: {risk}" if risk else ""),
+            self._say("exec.proposed", command=command_for(request))
+            + (self._drain_flags(request) if action is Action.DRAIN else "")
+            + (self._say("exec.risk", risk=risk) if risk else ""),
             requested_by,
             request=request.id,
             action=action.value,
@@ -296,17 +322,25 @@ class Executor:
         )
         return request
 
+    def _drain_flags(self, request: ActionRequest) -> str:
+        """Which of the runbook's drain flags this drain uses, and why: what `command_for`
+        shows and `drain()` is given are the same request fields."""
+        if request.delete_emptydir_data:
+            return self._say("exec.drain_flags_emptydir")
+        return self._say("exec.drain_flags")
+
     def _record_gate(self, incident: str | None, result: GateResult) -> None:
         items = [
             {"name": i.name, "outcome": i.outcome, "reason": i.reason, "required": i.required}
             for i in result.items
         ]
-        verdict = "passed" if result.passed else "failed"
+        verdict = "exec.gate.passed" if result.passed else "exec.gate.failed"
         failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
         self._note(
             incident,
             "gate",
-            f"health gate {verdict} for {result.node}" + (f" ({failing})" if failing else ""),
+            self._say(verdict, node=result.node)
+            + (self._say("exec.gate.failing", failing=failing) if failing else ""),
             passed=result.passed,
             items=items,
         )
@@ -415,7 +449,8 @@ class Executor:
             return self._ask_again(request, node, what_changed(request.facts_seen, seen))
 
         if request.action in (Action.CORDON, Action.DRAIN):
-            verdict = check_budget(facts, request.node, self.settings.remediation.blast_radius)
+            limits = self.settings.remediation.blast_radius
+            verdict = check_budget(facts, request.node, limits, self.settings.lang)
             if not verdict.allowed:
                 return self._wait_for(request, "blast-radius", verdict.reason)
         if request.action is Action.UNCORDON and not request.override_gate:
@@ -430,11 +465,11 @@ class Executor:
                 request, "dry-run", "dry-run", f"dry-run: would have run `{command_for(request)}`"
             )
 
-        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._note(
             request.incident,
             "action-start",
-            f"running `{command_for(request)}` (approved by {', '.join(approvers)})",
+            self._say("exec.running", command=command_for(request), who=", ".join(approvers)),
             request=request.id,
             pods=node.remaining_pods,
         )
@@ -444,7 +479,7 @@ class Executor:
         """Refused for a reason that can clear (the pool's budget, the health gate): this
         request is over, its incident waits again, and `reoffer` asks anew, with new buttons,
         once the reason has cleared. Never a silent failure."""
-        message = f"not run: {why}. It is offered again, with new buttons, once that clears"
+        message = self._say("exec.waiting", why=why)
         if not self.store.finish_execution(
             request.id, "refused", message, self.clock(), executor=self.executor_id
         ):
@@ -572,12 +607,13 @@ class Executor:
                 except GpubotError as exc:
                     return self._fail(request, f"{command_for(request)} failed: {exc}")
         try:
-            message = self._act(request, approvers, cordoned)
+            acted = self._act(request, approvers, cordoned)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed: {exc}")
         if self._lost(request):
             return self._gave_way(request)
-        if message.startswith("drain incomplete") or message.startswith("drain refused"):
+        message = acted.text
+        if not acted.done:
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
         return self._finish(request, "succeeded", "acted", message)
@@ -593,7 +629,7 @@ class Executor:
         return Outcome(request.id, "duplicate", message)
 
     def _fail(self, request: ActionRequest, message: str) -> Outcome:
-        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._move(request.incident, IncidentState.FAILED, GPUBOT, message)
         return self._finish(request, "failed", "failed", message)
 
@@ -646,7 +682,7 @@ class Executor:
 
     def _act(
         self, request: ActionRequest, approvers: list[str], cordoned: bool | None = None
-    ) -> str:
+    ) -> _Acted:
         """`cordoned`: whether `_run` just cordoned the node (None: not done yet, a resume)."""
         node = request.node
         if request.action is Action.CORDON:
@@ -654,12 +690,13 @@ class Executor:
             if changed is None:  # a resume: `_run` did not take it out
                 changed = cordon(self.cluster, node).changed
                 self._mark(request, approvers)
-            return f"cordoned {node}" if changed else f"{node} was already cordoned"
+            return _Acted(self._say("exec.cordoned" if changed else "exec.was_cordoned", node=node))
         if request.action is Action.UNCORDON:
             changed = uncordon(self.cluster, node).changed
             remove_taint(self.cluster, node, MAINTENANCE_TAINT)
             set_annotations(self.cluster, node, {f"{PREFIX}{k}": None for k in OUR_ANNOTATIONS})
-            return f"uncordoned {node}" if changed else f"{node} was not cordoned"
+            key = "exec.uncordoned" if changed else "exec.was_not_cordoned"
+            return _Acted(self._say(key, node=node))
         # Marked before the drain, so the node says why it is cordoned while pods leave.
         if cordoned is None:
             cordon(self.cluster, node)
@@ -679,27 +716,36 @@ class Executor:
                 f"{r.namespace}/{r.name}: {r.message} (needs {r.flag})"
                 for r in result.plan.refusals
             )
-            return f"drain refused: {reasons}"
+            return _Acted(f"drain refused: {reasons}", done=False)
         removed = len(result.evicted) + len(result.deleted)
         if result.stalled:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
             # Of the pods the drain had to move (DaemonSet pods stay and are not counted).
             wanted = len(result.plan.to_remove)
-            return (
+            return _Acted(
                 f"drain incomplete: {removed} of {wanted} pods moved, "
-                f"{len(result.stalled)} stuck: {stalls}"
+                f"{len(result.stalled)} stuck: {stalls}",
+                done=False,
             )
-        how = "deleted" if request.force else "evicted"
+        how = self._say("exec.deleted_how" if request.force else "exec.evicted_how")
         # After a restart some pods were already leaving (evicted before the kill): they were
         # waited for, not evicted again, and the count says so instead of looking short.
         leaving = len(result.plan.to_remove) - removed
-        already = f", {leaving} already leaving" if leaving > 0 else ""
-        return f"drained {node}: {how} {removed} pods{already} in {result.duration_s:.1f} s"
+        already = self._say("exec.already_leaving", n=leaving) if leaving > 0 else ""
+        detail = self._say(
+            "exec.drain_detail",
+            how=how,
+            removed=removed,
+            already=already,
+            seconds=result.duration_s,
+        )
+        return _Acted(self._say("exec.drained", node=node, detail=detail), drained=detail)
 
     def _whole_drain(self, request: ActionRequest, resumed: str) -> str:
         """A drain taken over after its owner died tells the whole drain, not its last part:
         the pods it had to move when it began (every owner's evictions) and the time since it
-        began."""
+        began. `resumed`: what this owner's part did (the detail of its drained line); "" when the
+        timeline does not say where the drain began."""
         entries = self.store.timeline(request.incident) if request.incident else []
         start = next(
             (
@@ -713,12 +759,10 @@ class Executor:
         began = start.at if start is not None else (execution.started_at if execution else None)
         total = start.data.get("pods") if start is not None else None
         if began is None or not isinstance(total, int):
-            return resumed
+            return ""  # nothing tells where the drain began: this owner's part is all there is
         took = (self.clock() - began).total_seconds()
-        return (
-            f"drained {request.node}: {total} pods moved off in {took:.1f} s, by every owner "
-            f"of the drain (the last: {resumed.removeprefix(f'drained {request.node}: ')})"
-        )
+        whole = self._say("exec.whole_drain", total=total, seconds=took, last=resumed)
+        return self._say("exec.drained", node=request.node, detail=whole)
 
     def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
         """Every blocker, and every quarter of the way: a thread, not a firehose. Evictions
@@ -748,7 +792,7 @@ class Executor:
                 self._note(
                     request.incident,
                     "action-progress",
-                    f"evicted {progress.done}/{progress.total}",
+                    self._say("exec.evicted", done=progress.done, total=progress.total),
                     request=request.id,
                     done=progress.done,
                     total=progress.total,
@@ -840,14 +884,16 @@ class Executor:
     def _resume_one(self, request: ActionRequest) -> Outcome:
         approvers = self._approvers(request.id)
         try:
-            message = self._act(request, approvers)
-            if request.action is Action.DRAIN and message.startswith("drained"):
-                message = self._whole_drain(request, message)
+            acted = self._act(request, approvers)
+            message = acted.text
+            if acted.drained:
+                whole = self._whole_drain(request, acted.drained)
+                message = whole or message
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
         if self._lost(request):
             return self._gave_way(request)
-        if message.startswith(("drain incomplete", "drain refused")):
+        if not acted.done:
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
         return self._finish(request, "succeeded", "acted", message)

@@ -14,21 +14,33 @@ turn while bodies are parsed, or judge what a signal means (that is the diagnosi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Row
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 
 from bot.errors import StoreUnavailable
 from bot.model import Signal
-from bot.ports import QuarantinedDelivery, SignalStore, SplitDeliveries
+from bot.ports import FiringKind, QuarantinedDelivery, SignalStore, SplitDeliveries
 from bot.store.database import Part, insert_once
-from bot.store.tables import deliveries, signals
+from bot.store.tables import alert_kinds, alert_state, deliveries, signals
 
 MAX_REASON = 500
+
+PER_NODE = 64
+"""Kinds of alert (name, GPU, Xid) a diagnosis sees per node: more is one alert storm, and
+each kind costs the rules a look."""
+MAX_GROUPS = 20000
+"""Kinds of alert a diagnosis sees in all (a thousand nodes with a storm each)."""
+SPLIT_BYTES = 2 * 1024 * 1024
+"""Webhook bodies split in one go: their parsed signals (about ten times the bytes) are what
+a split holds in memory, so a backlog is taken a few megabytes at a time, never at once."""
+_IN_CHUNK = 500
+"""Ids per `IN (...)`: under SQLite's oldest bound-parameter limit (999)."""
 
 log = logging.getLogger("gpubot.store")
 
@@ -43,8 +55,9 @@ class SqlSignals(Part, SignalStore):
     """The `deliveries` and `signals` tables.
 
     Owns: keeping a webhook body whole before its 200, splitting stored bodies into signals
-    exactly once (only the transaction that deletes a delivery stores its signals), and the
-    firing signals a diagnosis reads. Never: parses a body inside a transaction, or holds
+    exactly once (only the transaction that deletes a delivery stores its signals), where each
+    alert stands now (`alert_state`, moved in the same transaction), and the firing alerts a
+    diagnosis reads, counted per kind. Never: parses a body inside a transaction, or holds
     SQLite's write turn for longer than the INSERT or DELETE itself.
     """
 
@@ -69,17 +82,28 @@ class SqlSignals(Part, SignalStore):
             return [int(i) for i in inserted]
 
     def split_deliveries(
-        self, split: Callable[[str, bytes], Sequence[Signal]], limit: int = 200
+        self,
+        split: Callable[[str, bytes], Sequence[Signal]],
+        limit: int = 200,
+        max_bytes: int = SPLIT_BYTES,
     ) -> SplitDeliveries:
-        """Takes up to `limit` stored deliveries, oldest first, and stores their signals: a
-        delivery is split exactly once, also with replicas at it together. One that cannot
-        be split is quarantined (kept, with when and why, and passed over from then on):
-        `split` raised for it (an older gpubot accepted a body this one refuses, or a bug),
-        or the database refused its signals. A store that is down (`StoreUnavailable`)
-        quarantines nothing: the same deliveries are taken again next time."""
+        """Takes up to `limit` stored deliveries, oldest first, and at most `max_bytes` of
+        their bodies (but always the oldest one), and stores their signals: a delivery is
+        split exactly once, also with replicas at it together. One that cannot be split is
+        quarantined (kept, with when and why, and passed over from then on): `split` raised
+        for it (an older gpubot accepted a body this one refuses, or a bug), or the database
+        refused its signals. A store that is down (`StoreUnavailable`) quarantines nothing:
+        the same deliveries are taken again next time."""
         # Read and split outside the write transaction: SQLite has one writer, and the
         # webhook's next insert must not wait while bodies are parsed.
         with self.db.tx() as tx:
+            sizes = tx.execute(
+                sa.select(deliveries.c.id, sa.func.length(deliveries.c.body).label("size"))
+                .where(deliveries.c.quarantined_at.is_(None))
+                .order_by(deliveries.c.id)
+                .limit(limit)
+            )
+            ids = _within(((row.id, row.size or 0) for row in sizes), max_bytes)
             rows = list(
                 tx.execute(
                     sa.select(
@@ -88,9 +112,8 @@ class SqlSignals(Part, SignalStore):
                         deliveries.c.received_at,
                         deliveries.c.body,
                     )
-                    .where(deliveries.c.quarantined_at.is_(None))
+                    .where(deliveries.c.id.in_(ids))
                     .order_by(deliveries.c.id)
-                    .limit(limit)
                 )
             )
         if not rows:
@@ -214,35 +237,44 @@ class SqlSignals(Part, SignalStore):
             payloads: list[Any] = list(tx.scalars(query))
         return [Signal.model_validate(p) for p in payloads]
 
-    def active_signals(self, limit: int = 20000) -> list[Signal]:
-        """Firing signals with no resolved delivery after them: what is still going on, in
-        the order they came. Past `limit`, the newest are kept (a new Xid must not wait for
-        thousands of old warnings to resolve) and the cut is logged."""
-        later = signals.alias("later")
-        resolved_since = (
-            sa.select(later.c.id)
-            .where(
-                (later.c.fingerprint == signals.c.fingerprint)
-                & (later.c.status == "resolved")
-                & (later.c.id > signals.c.id)
-            )
-            .exists()
+    def firing_kinds(
+        self, node: str | None = None, per_node: int = PER_NODE, limit: int = MAX_GROUPS
+    ) -> list[FiringKind]:
+        """How many alerts of each kind (node, name, GPU, Xid) fire, and the newest of each,
+        oldest first: one row per kind, however many alerts. At most `per_node` kinds per
+        node and `limit` in all, the newest kept past either (a new Xid must not wait for
+        thousands of old warnings to resolve), the cut logged."""
+        query = sa.select(alert_kinds.c.node, alert_kinds.c.firing, alert_kinds.c.newest).where(
+            alert_kinds.c.firing > 0
         )
-        query = (
-            sa.select(signals.c.payload)
-            .where((signals.c.status == "firing") & ~resolved_since)
-            .order_by(signals.c.id.desc())
-            .limit(limit)
-        )
+        if node is not None:
+            query = query.where(alert_kinds.c.node == node)
         with self.db.tx() as tx:
-            payloads: list[Any] = list(tx.scalars(query))
-        if len(payloads) == limit:
-            log.warning(
-                "%d or more alerts are firing: the oldest beyond %d are left out of diagnosis",
-                limit,
-                limit,
-            )
-        return [Signal.model_validate(p) for p in reversed(payloads)]
+            found = [FiringKind(row.node, row.firing, row.newest) for row in tx.execute(query)]
+        return sorted(_bounded(found, per_node, limit), key=lambda kind: kind.newest)
+
+    def signals_by_id(self, ids: Collection[int]) -> dict[int, Signal]:
+        ordered = sorted(ids)
+        found: dict[int, Signal] = {}
+        with self.db.tx() as tx:
+            for start in range(0, len(ordered), _IN_CHUNK):
+                chunk = ordered[start : start + _IN_CHUNK]
+                query = sa.select(signals.c.id, signals.c.payload).where(signals.c.id.in_(chunk))
+                for row in tx.execute(query):
+                    found[row.id] = Signal.model_validate(row.payload)
+        return found
+
+    def firing_alerts(
+        self, node: str | None = None, per_node: int = PER_NODE, limit: int = MAX_GROUPS
+    ) -> list[Signal]:
+        """`firing_kinds` as signals: the newest of each kind, its `count` how many fire."""
+        kinds = self.firing_kinds(node, per_node, limit)
+        newest = self.signals_by_id([kind.newest for kind in kinds])
+        return [
+            newest[kind.newest].model_copy(update={"count": kind.firing})
+            for kind in kinds
+            if kind.newest in newest
+        ]
 
     def ping(self) -> None:
         """Raises `StoreUnavailable` when the database does not answer, saying why in words
@@ -259,7 +291,8 @@ class SqlSignals(Part, SignalStore):
 
 
 def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list[bool]:
-    """Which of `new` were not stored before (the first of equal ones in `new` counts)."""
+    """Which of `new` were not stored before (the first of equal ones in `new` counts); the
+    alerts' state moves to the newest of those stored."""
     keys = [signal_key(signal) for signal, _ in new]
     rows = [
         {
@@ -271,7 +304,7 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
             "node": signal.node,
             "received_at": received_at,
             "truncated_alerts": signal.truncated_alerts,
-            "payload": signal.model_dump(mode="json"),
+            "payload": signal.model_dump(mode="json", exclude={"count"}),
         }
         for (signal, received_at), key in zip(new, keys, strict=True)
     ]
@@ -279,12 +312,175 @@ def _add_signals(tx: Connection, new: Sequence[tuple[Signal, datetime]]) -> list
     # key skips the second instead of failing the whole batch with an IntegrityError. One
     # statement run as executemany: SQLAlchemy batches it into multi-row INSERTs with
     # RETURNING itself, without compiling a statement per webhook.
-    stored = set(tx.scalars(insert_once(signals, signals.c.dedup_key, tx.dialect), rows))
+    insert = insert_once(signals, signals.c.dedup_key, tx.dialect).returning(signals.c.id)
+    stored: dict[str, int] = {row.dedup_key: row.id for row in tx.execute(insert, rows)}
     fresh = []
-    for key in keys:
-        fresh.append(key in stored)
-        stored.discard(key)
+    latest: dict[str, tuple[Signal, int]] = {}
+    for (signal, _), key in zip(new, keys, strict=True):
+        id_ = stored.pop(key, None)
+        fresh.append(id_ is not None)
+        if id_ is not None:
+            latest[signal.fingerprint] = (signal, id_)
+    if latest:
+        _move_state(tx, latest.values())
     return fresh
+
+
+def kind_of(signal: Signal) -> str:
+    """The kind an alert is counted under: its node, name, GPU and Xid (a missing one is not
+    an empty one), as one key that fits `alert_kinds.kind`."""
+    xid = signal.labels.get("xid")
+    parts = (signal.node, signal.name, signal.gpu[:200] if signal.gpu else signal.gpu, xid)
+    return _KIND_SEPARATOR.join("!" if part is None else f"={part}" for part in parts)[:800]
+
+
+_KIND_SEPARATOR = "\x1f"
+_STATE_LOCK = 0x67707563  # "gpuc": replicas move alert states one at a time on PostgreSQL
+
+
+def _move_state(tx: Connection, latest: Iterable[tuple[Signal, int]]) -> None:
+    """Each alert's state to its newest signal, unless a later one is there already (the
+    highest id is the last word), and the counts of the kinds it leaves and joins with it."""
+    if tx.dialect.name == "postgresql":
+        # Two replicas storing signals of one alert at once would each count from the same
+        # state: counts stay exact only if state moves take turns (SQLite's writes do anyway).
+        tx.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _STATE_LOCK})
+    moving = list(latest)
+    before: dict[str, Row[Any]] = {}
+    fingerprints = [signal.fingerprint for signal, _ in moving]
+    for start in range(0, len(fingerprints), _IN_CHUNK):
+        query = sa.select(
+            alert_state.c.fingerprint,
+            alert_state.c.signal_id,
+            alert_state.c.status,
+            alert_state.c.kind,
+        ).where(alert_state.c.fingerprint.in_(fingerprints[start : start + _IN_CHUNK]))
+        before.update((row.fingerprint, row) for row in tx.execute(query))
+    changes: dict[str, _KindChange] = {}
+    states = []
+    for signal, id_ in moving:
+        old = before.get(signal.fingerprint)
+        if old is not None and old.signal_id > id_:
+            continue
+        kind = kind_of(signal)
+        if old is not None and old.status == "firing":
+            changes.setdefault(old.kind, _KindChange()).leave()
+        if signal.status == "firing":
+            changes.setdefault(kind, _KindChange()).join(signal.node, id_)
+        states.append(
+            {
+                "fingerprint": signal.fingerprint,
+                "signal_id": id_,
+                "status": signal.status,
+                "kind": kind,
+            }
+        )
+    if not states:
+        return
+    insert = postgresql.insert if tx.dialect.name == "postgresql" else sqlite.insert
+    state = insert(alert_state)
+    tx.execute(
+        state.on_conflict_do_update(
+            index_elements=[alert_state.c.fingerprint],
+            set_={c: state.excluded[c] for c in ("signal_id", "status", "kind")},
+        ),
+        states,
+    )
+    counted = insert(alert_kinds)
+    tx.execute(
+        counted.on_conflict_do_update(
+            index_elements=[alert_kinds.c.kind],
+            set_={
+                "firing": alert_kinds.c.firing + counted.excluded.firing,
+                "newest": sa.case(
+                    (counted.excluded.newest > alert_kinds.c.newest, counted.excluded.newest),
+                    else_=alert_kinds.c.newest,
+                ),
+            },
+        ),
+        [
+            {"kind": kind, "node": change.node, "firing": change.delta, "newest": change.newest}
+            for kind, change in changes.items()
+        ],
+    )
+    left = [kind for kind, change in changes.items() if change.left]
+    for start in range(0, len(left), _IN_CHUNK):
+        chunk = left[start : start + _IN_CHUNK]
+        gone = alert_kinds.c.kind.in_(chunk) & (alert_kinds.c.firing <= 0)
+        tx.execute(sa.delete(alert_kinds).where(gone))
+        # The newest of a kind may be one that just stopped: the newest of those still firing.
+        still = (
+            sa.select(sa.func.max(alert_state.c.signal_id))
+            .where((alert_state.c.kind == alert_kinds.c.kind) & (alert_state.c.status == "firing"))
+            .scalar_subquery()
+        )
+        tx.execute(sa.update(alert_kinds).where(alert_kinds.c.kind.in_(chunk)).values(newest=still))
+
+
+class _KindChange:
+    """What one write does to a kind: alerts joining and leaving it."""
+
+    def __init__(self) -> None:
+        self.delta = 0
+        self.left = False
+        self.node: str | None = None
+        self.newest = 0
+
+    def join(self, node: str | None, id_: int) -> None:
+        self.delta += 1
+        self.node = node
+        self.newest = max(self.newest, id_)
+
+    def leave(self) -> None:
+        self.delta -= 1
+        self.left = True
+
+
+def _bounded(kinds: list[FiringKind], per_node: int, limit: int) -> list[FiringKind]:
+    """At most `per_node` kinds per node and `limit` in all: the newest kept. A cut is
+    logged, with how many alerts it left out."""
+    by_node: dict[str | None, list[FiringKind]] = {}
+    for kind in kinds:
+        by_node.setdefault(kind.node, []).append(kind)
+    kept: list[FiringKind] = []
+    for node, found in by_node.items():
+        if len(found) > per_node:
+            found.sort(key=lambda kind: kind.newest, reverse=True)
+            log.warning(
+                "node %s has %d kinds of alert firing (%d alerts): the %d newest kinds are "
+                "diagnosed, %d alerts left out",
+                node,
+                len(found),
+                sum(kind.firing for kind in found),
+                per_node,
+                sum(kind.firing for kind in found[per_node:]),
+            )
+            found = found[:per_node]
+        kept += found
+    if len(kept) > limit:
+        kept.sort(key=lambda kind: kind.newest, reverse=True)
+        log.warning(
+            "%d kinds of alert are firing: the oldest beyond %d are left out of diagnosis "
+            "(%d alerts)",
+            len(kept),
+            limit,
+            sum(kind.firing for kind in kept[limit:]),
+        )
+        kept = kept[:limit]
+    return kept
+
+
+def _within(sizes: Iterable[tuple[int, int]], max_bytes: int) -> list[int]:
+    """The ids of (id, body size) pairs, in order, while their bodies fit in `max_bytes`:
+    always the first, so a body larger than the budget is still split, on its own."""
+    ids: list[int] = []
+    total = 0
+    for id_, size in sizes:
+        total += size
+        if ids and total > max_bytes:
+            break
+        ids.append(id_)
+    return ids
 
 
 class _Stored:

@@ -49,6 +49,39 @@ signals = sa.Table(
     sa.Column("payload", sa.JSON, nullable=False),
 )
 
+# Where each alert (by fingerprint) stands now: the latest signal stored for it, whether that
+# one fires, and its kind (node, name, GPU and Xid, `bot.store.signals.kind_of`). Written with
+# the signals, in their transaction (migration 0007). A row is replaced only by a later signal
+# (a higher id): the last word is the last signal stored, whatever order replicas commit in.
+alert_state = sa.Table(
+    "alert_state",
+    metadata,
+    sa.Column("fingerprint", sa.String(200), primary_key=True),
+    sa.Column("signal_id", sa.Integer, sa.ForeignKey("signals.id"), nullable=False),
+    sa.Column("status", sa.String(10), nullable=False),
+    sa.Column("kind", sa.String(800), nullable=False),
+)
+# The newest firing alert of a kind, when the one counted as newest resolves.
+sa.Index(
+    "firing_alerts_by_kind",
+    alert_state.c.kind,
+    alert_state.c.signal_id,
+    sqlite_where=alert_state.c.status == "firing",
+    postgresql_where=alert_state.c.status == "firing",
+)
+
+# How many alerts of each kind fire, and the newest of them: what a diagnosis reads (issue 15),
+# one row per kind, so a pass never loads every firing signal. Kept in step with
+# `alert_state` in the same transaction; a kind none fires any more is deleted.
+alert_kinds = sa.Table(
+    "alert_kinds",
+    metadata,
+    sa.Column("kind", sa.String(800), primary_key=True),
+    sa.Column("node", sa.String(253), nullable=True, index=True),
+    sa.Column("firing", sa.Integer, nullable=False),
+    sa.Column("newest", sa.Integer, nullable=False),
+)
+
 # The webhook's inbox: a body is stored as received (one row, before the 200) and split into
 # `signals` by the pipeline, which deletes the row in the same transaction. A row left here by
 # a crash is split at the next start. One that cannot be split is quarantined: kept, with

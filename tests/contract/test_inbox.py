@@ -17,7 +17,7 @@ import pytest
 
 from bot.model import Signal
 from bot.process.telemetry import Telemetry
-from bot.sources.alertmanager.inbox import SPLIT_BATCH, Inbox
+from bot.sources.alertmanager.inbox import SPLIT_BATCH, SPLIT_SIGNALS, Inbox
 from bot.store.sql import SqlStore
 from tests.helpers.processes import NODE, cluster, running_gpubot, simulator, wait_for, xid_alert
 from tests.helpers.stores import STORE_KINDS, open_store
@@ -68,7 +68,7 @@ def test_deliveries_are_split_in_order_once_and_repeats_are_counted(store: SqlSt
     assert store.deliveries_waiting() == 0
     assert sample(telemetry, "gpubot_signals_received_total", source="alertmanager") == 5
     assert sample(telemetry, "gpubot_signals_duplicate_total", source="alertmanager") == 1
-    assert [s.fingerprint for s in store.active_signals()] == ["b", "c"]
+    assert [(s.fingerprint, s.count) for s in store.firing_alerts()] == [("c", 2)]
     assert inbox.split() == []  # nothing is split twice
 
 
@@ -78,6 +78,33 @@ def test_more_deliveries_than_one_batch_are_all_split(store: SqlStore) -> None:
     new = Inbox(store, NODE_LABELS).split()
     assert [s.fingerprint for s in new] == [f"f{i}" for i in range(SPLIT_BATCH * 2 + 3)]
     assert store.count_signals() == SPLIT_BATCH * 2 + 3
+
+
+def backlog(store: SqlStore, signals: int, per_delivery: int = 250) -> list[str]:
+    """Deliveries of `per_delivery` firing alerts each, stored as the webhook stores them
+    while nothing splits them (the worker busy, or the process down): their fingerprints."""
+    fingerprints = [f"f{i}" for i in range(signals)]
+    for start in range(0, signals, per_delivery):
+        store.add_delivery("alertmanager", body(*fingerprints[start : start + per_delivery]), T0)
+    return fingerprints
+
+
+def test_a_large_backlog_is_split_a_bounded_part_at_a_time_and_nothing_is_lost(
+    store: SqlStore,
+) -> None:
+    """Issue 15, 4: a backlog is never split, nor handed to diagnosis, at once."""
+    fingerprints = backlog(store, SPLIT_SIGNALS * 2 + 750)
+    inbox = Inbox(store, NODE_LABELS)
+    parts = []
+    while part := inbox.split():
+        parts.append(part)
+    assert [(len(p), inbox.more_waiting(p)) for p in parts] == [
+        (SPLIT_SIGNALS, True),
+        (SPLIT_SIGNALS, True),
+        (750, False),
+    ]
+    assert [s.fingerprint for p in parts for s in p] == fingerprints
+    assert (store.deliveries_waiting(), store.count_signals()) == (0, len(fingerprints))
 
 
 def test_a_delivery_that_cannot_be_split_is_dropped_and_counted_the_rest_go_on(
@@ -131,7 +158,7 @@ def test_a_delivery_that_cannot_be_split_is_quarantined_and_never_blocks_the_one
     finally:
         again.close()
     assert len(told) == 1  # told once, not at every split
-    assert [s.fingerprint for s in store.active_signals()] == ["a", "b", "c"]
+    assert [(s.fingerprint, s.count) for s in store.firing_alerts()] == [("c", 3)]
 
 
 def test_signals_the_database_refuses_quarantine_their_delivery_alone(store: SqlStore) -> None:
@@ -217,5 +244,33 @@ def test_a_delivery_a_crash_left_unsplit_is_diagnosed_at_the_next_start(tmp_path
                     return str(response.read().decode())
 
             wait_for("the metrics", lambda: all(line in metrics() for line in expected), 10, bot)
+    finally:
+        store.close()
+
+
+def test_a_backlog_larger_than_one_split_left_by_a_crash_is_all_taken_at_the_next_start(
+    tmp_path: Path,
+) -> None:
+    """The worker splits a backlog a part at a time and asks again until none waits: the
+    last delivery of a backlog past one split's bound is diagnosed without waiting for the
+    sweep."""
+    sim_store = cluster()
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    store = SqlStore.open(url)
+    try:
+        fingerprints = backlog(store, SPLIT_SIGNALS + 1000, per_delivery=500)
+        store.add_delivery(
+            "alertmanager", json.dumps(xid_alert(sim_store, NODE)).encode(), datetime.now(UTC)
+        )
+        with simulator(sim_store) as server, running_gpubot(tmp_path, server.url, url) as bot:
+            bot.start("gpubot-0")
+            wait_for(
+                "the incident of the last delivery",
+                lambda: [i for i in store.incidents(node=NODE) if i.rule == "gpu-fell-off-bus"],
+                60,
+                bot,
+            )
+            assert store.deliveries_waiting() == 0
+            assert store.count_signals() == len(fingerprints) + 1
     finally:
         store.close()

@@ -3,6 +3,7 @@ incidents group and move only as the state machine allows, and an approval acts 
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -306,26 +307,103 @@ def test_someone_elses_database_is_refused(tmp_path: Path) -> None:
         SqlStore.open(url)
 
 
-def test_active_signals_are_the_firing_ones_not_resolved_since(store: SqlStore) -> None:
+def kinds(store: SqlStore, node: str | None = None, **bounds: int) -> list[tuple[str, int]]:
+    """What a diagnosis is handed: (newest fingerprint, how many fire) per kind of alert."""
+    return [(s.fingerprint, s.count) for s in store.firing_alerts(node, **bounds)]
+
+
+def on_gpu(fingerprint: str, gpu: str, xid: str = "79", node: str = "gpu-a1") -> Signal:
+    return signal(fingerprint, node=node).model_copy(update={"gpu": gpu, "labels": {"xid": xid}})
+
+
+def test_firing_alerts_are_counted_per_kind_and_resolved_ones_leave(store: SqlStore) -> None:
     store.add_signals([signal("a"), signal("b"), signal("c")], T0)
     store.add_signals([signal("b", status="resolved")], T0 + timedelta(minutes=1))
-    assert [s.fingerprint for s in store.active_signals()] == ["a", "c"]
-    # b fires again later (a new startsAt): active again.
+    assert kinds(store) == [("c", 2)]
+    # b fires again later (a new startsAt): counted again, and the newest of its kind.
     again = signal("b").model_copy(update={"starts_at": T0 + timedelta(minutes=5)})
     store.add_signals([again], T0 + timedelta(minutes=5))
-    assert [s.fingerprint for s in store.active_signals()] == ["a", "c", "b"]
+    assert kinds(store) == [("b", 3)]
+    # A retry of b's old resolve changes nothing: it was not the last word.
+    store.add_signals([signal("b", status="resolved")], T0 + timedelta(minutes=6))
+    assert kinds(store) == [("b", 3)]
+    # Another GPU, another Xid, another node: kinds of their own, oldest first.
+    store.add_signals(
+        [on_gpu("g2", "2"), on_gpu("g2-48", "2", xid="48"), signal("x", node="gpu-a2")],
+        T0 + timedelta(minutes=7),
+    )
+    assert kinds(store) == [("b", 3), ("g2", 1), ("g2-48", 1), ("x", 1)]
+    assert kinds(store, "gpu-a2") == [("x", 1)]
+    [newest] = [s for s in store.firing_alerts() if s.fingerprint == "g2-48"]
+    assert (newest.node, newest.gpu, newest.labels) == ("gpu-a1", "2", {"xid": "48"})
+    resolved = [
+        s.model_copy(update={"status": "resolved"})
+        for s in (signal("a"), again, signal("c"), on_gpu("g2", "2"), on_gpu("g2-48", "2", "48"))
+    ]
+    store.add_signals(resolved, T0 + timedelta(minutes=8))
+    assert kinds(store) == [("x", 1)]
     store.ping()
 
 
-def test_past_the_limit_the_newest_firing_alerts_are_the_ones_kept(store: SqlStore) -> None:
+def test_thousands_alike_on_one_node_are_one_kind_read_once(store: SqlStore) -> None:
+    """An alert storm on one node costs the reader one payload, not one per alert."""
+    store.add_signals([signal(f"storm-{i}") for i in range(3000)], T0)
+    store.add_signals([signal("elsewhere", node="gpu-a2")], T0 + timedelta(minutes=1))
+    assert kinds(store) == [("storm-2999", 3000), ("elsewhere", 1)]
+
+
+def test_past_the_bounds_the_newest_kinds_are_the_ones_kept(store: SqlStore) -> None:
     """Thousands of old warnings must not hide the Xid that fired a minute ago."""
-    store.add_signals([signal(f"old-{i}") for i in range(5)], T0)
-    store.add_signals([signal("new-xid")], T0 + timedelta(minutes=1))
-    assert [s.fingerprint for s in store.active_signals(limit=3)] == [
-        "old-3",
-        "old-4",
-        "new-xid",
-    ]
+    store.add_signals([on_gpu(f"old-{i}", str(i)) for i in range(5)], T0)
+    store.add_signals([on_gpu("other", "0", node="gpu-a2")], T0 + timedelta(seconds=30))
+    store.add_signals([on_gpu("new-xid", "7", xid="48")], T0 + timedelta(minutes=1))
+    assert kinds(store, per_node=3) == [("old-3", 1), ("old-4", 1), ("other", 1), ("new-xid", 1)]
+    assert kinds(store, limit=3) == [("old-4", 1), ("other", 1), ("new-xid", 1)]
+
+
+def test_an_upgraded_database_counts_the_alerts_it_already_had(tmp_path: Path) -> None:
+    """Alerts stored before the aggregated view existed are in it after the upgrade."""
+    url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    engine = sa.create_engine(url)
+    schema.upgrade(engine, "0006")
+    payload = {
+        "source": "alertmanager",
+        "name": "GPUXidError",
+        "node": "gpu-a1",
+        "gpu": "3",
+        "labels": {"xid": "79"},
+        "fingerprint": "",
+    }
+    with engine.begin() as connection:
+        for id_, fingerprint, status in [
+            (1, "a", "firing"),
+            (2, "b", "firing"),
+            (3, "a", "resolved"),
+        ]:
+            connection.execute(
+                sa.text(
+                    "INSERT INTO signals (id, dedup_key, fingerprint, source, name, status, node,"
+                    " received_at, truncated_alerts, payload) VALUES (:id, :key, :fp,"
+                    " 'alertmanager', 'GPUXidError', :status, 'gpu-a1', '2026-12-03 03:00:00', 0,"
+                    " :payload)"
+                ),
+                {
+                    "id": id_,
+                    "key": f"{fingerprint}|{status}",
+                    "fp": fingerprint,
+                    "status": status,
+                    "payload": json.dumps(
+                        {**payload, "status": status, "fingerprint": fingerprint}
+                    ),
+                },
+            )
+    schema.upgrade(engine)
+    engine.dispose()
+    store = SqlStore.open(url)
+    try:
+        assert [(s.fingerprint, s.gpu, s.count) for s in store.firing_alerts()] == [("b", "3", 1)]
+    finally:
+        store.close()
 
 
 def test_the_outbox_keeps_each_message_once_and_in_order_per_group(store: SqlStore) -> None:

@@ -27,6 +27,7 @@ from bot.config import (
 from bot.evidence.gate import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
+from bot.pipeline.passes import FiringAlerts
 from bot.pipeline.service import Service
 from bot.process.schedule import Scheduler
 from bot.process.telemetry import Telemetry
@@ -142,6 +143,62 @@ def test_an_alert_opens_one_incident_with_a_proposal_and_one_message(bot: Bot) -
     assert bot.said.count("GPU fell off the bus") == 1
 
 
+def test_thousands_of_alerts_firing_on_one_node_do_not_stop_another_nodes_diagnosis(
+    bot: Bot,
+) -> None:
+    """Issue 15, 2 and 4: a storm of 5,000 Xid 13 alerts on gpu-a1 is read as a few kinds
+    with their counts, so an Xid 79 on gpu-a2 still opens its incident."""
+    started = datetime.now(UTC)
+    storm = [
+        Signal(
+            source="alertmanager",
+            name="GPUXidError",
+            node="gpu-a1",
+            gpu=str(i % 8),
+            labels={"alertname": "GPUXidError", "node": "gpu-a1", "xid": "13", "n": str(i)},
+            starts_at=started,
+            fingerprint=f"storm-{i}",
+        )
+        for i in range(5000)
+    ]
+    assert all(bot.store.add_signals(storm, started))
+    signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
+    opened = bot.service.process(signals)
+    assert [i.rule for i in opened if i.node == "gpu-a2"] == ["gpu-fell-off-bus"]
+    assert bot.said.count("GPU fell off the bus") == 1
+
+
+def test_the_alerts_a_pass_reads_follow_the_store_as_they_fire_and_resolve(bot: Bot) -> None:
+    """What a pass hands the rules is counted by the store and follows it, though the newest
+    alert of each kind is kept between passes."""
+    reading = FiringAlerts(bot.store)
+    started = datetime.now(UTC)
+
+    def temperature(i: int, status: str = "firing") -> Signal:
+        return Signal(
+            source="alertmanager",
+            name="GPUTemperatureHigh",
+            status=status,  # type: ignore[arg-type]
+            node="gpu-a1",
+            gpu=str(i % 2),
+            labels={"alertname": "GPUTemperatureHigh", "node": "gpu-a1"},
+            starts_at=started,
+            fingerprint=f"t{i}",
+        )
+
+    def seen() -> list[tuple[str, str | None, int]]:
+        return sorted((s.fingerprint, s.gpu, s.count) for s in reading.read())
+
+    bot.store.add_signals([temperature(i) for i in range(6)], started)
+    assert seen() == [("t4", "0", 3), ("t5", "1", 3)]
+    bot.store.add_signals([temperature(i) for i in range(6, 10)], started)
+    assert seen() == [("t8", "0", 5), ("t9", "1", 5)]
+    bot.store.add_signals([temperature(i, "resolved") for i in (1, 3, 5, 8, 9)], started)
+    assert seen() == [("t6", "0", 4), ("t7", "1", 1)]
+    bot.store.add_signals([temperature(i, "resolved") for i in range(10)], started)
+    assert seen() == []
+
+
 def test_an_alert_without_a_node_is_reported_as_node_unknown(bot: Bot) -> None:
     alert = Signal(
         source="alertmanager",
@@ -152,7 +209,7 @@ def test_an_alert_without_a_node_is_reported_as_node_unknown(bot: Bot) -> None:
     bot.store.add_signals([alert], datetime.now(UTC))
     bot.service.process([alert])
     assert "alert GPUXidError (firing) names no node: node unknown" in bot.said
-    assert [s.fingerprint for s in bot.store.active_signals()] == ["no-node"]
+    assert [s.fingerprint for s in bot.store.firing_alerts()] == ["no-node"]
 
 
 def test_a_resolved_alert_resolves_the_incident_once_the_symptom_is_gone(bot: Bot) -> None:
@@ -212,6 +269,22 @@ def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> N
     assert bot.metric("gpubot_actions_total", action="drain", outcome="acted") == 1
     assert bot.metric("gpubot_actions_total", action="drain", outcome="recorded") == 0
     assert bot.metric("gpubot_diagnoses_posted_total") >= 1
+
+
+def test_an_ad_hoc_request_run_by_the_leader_says_how_it_ended(bot: Bot) -> None:
+    """Finding 11: a request no incident holds (`/gpubot cordon gpu-a3`, approved with
+    `gpubot approve` on another process) ended in the executions table and nowhere a person
+    reads. The leader that runs it now says how it ended, for that request."""
+    facts = bot.service.executor.read_facts("gpu-a3")
+    request = bot.service.executor.request(Action.CORDON, facts.nodes["gpu-a3"], None, "carol")
+    bot.leader[0] = False
+    assert bot.service.approve(request.id, "alice").status == "recorded"
+    bot.leader[0] = True
+    [acted] = bot.service.run_leader_duties()
+    assert acted.status == "acted", acted.message
+    assert bot.server.store.get(BY_KIND["Node"], "", "gpu-a3")["spec"]["unschedulable"] is True
+    assert f"[request {request.id}] {acted.message}" in bot.said
+    assert "cordoned gpu-a3" in acted.message
 
 
 def test_unanswered_proposals_expire_and_say_so(bot: Bot) -> None:

@@ -27,8 +27,14 @@ from bot.sources.alertmanager.payloads import signals_from_body
 log = logging.getLogger("gpubot.inbox")
 
 # Deliveries per write: at 100 alerts each, about 2,000 signals, a short hold of SQLite's one
-# write lock (the webhook's inserts wait for it).
+# write lock (the webhook's inserts wait for it). The store also stops at a few megabytes of
+# bodies (`SqlSignals.split_deliveries`' `max_bytes`), whatever their number.
 SPLIT_BATCH = 20
+
+SPLIT_SIGNALS = 5000
+"""New signals one `Inbox.split` hands on at most: what a pass takes as its batch. A backlog
+(321,200 signals after an outage, issue 15) is split and diagnosed a part at a time, not
+held in memory at once; the rest waits in the store for the next call."""
 
 
 class Inbox:
@@ -52,11 +58,12 @@ class Inbox:
         self.mapping = mapping
 
     def split(self, at_most: int | None = None) -> list[Signal]:
-        """Every waiting delivery (or the `at_most` oldest) split, oldest first: the signals
+        """Waiting deliveries (or the `at_most` oldest) split, oldest first, until
+        `SPLIT_SIGNALS` new signals are in hand (`more_waiting`) or none wait: the signals
         new to the store, in the order they were delivered."""
         new: list[Signal] = []
         batch = SPLIT_BATCH if at_most is None else min(at_most, SPLIT_BATCH)
-        while True:
+        while len(new) < SPLIT_SIGNALS:
             taken = self.store.split_deliveries(self._signals, batch)
             new += taken.signals
             if self.telemetry is not None:
@@ -72,8 +79,15 @@ class Inbox:
                     self.telemetry.deliveries_quarantined.inc(taken.dropped)
             for delivery_id, why in taken.quarantined:
                 self._said(delivery_id, why)
-            if taken.deliveries < batch or at_most is not None:
-                return new
+            if taken.deliveries == 0 or at_most is not None:
+                break
+        return new
+
+    @staticmethod
+    def more_waiting(new: Sequence[Signal]) -> bool:
+        """Did the `split` that gave `new` stop at its bound, with deliveries perhaps still
+        waiting? Then its caller asks again once `new` is diagnosed."""
+        return len(new) >= SPLIT_SIGNALS
 
     def _said(self, delivery_id: int, why: str) -> None:
         log.error(
