@@ -1,6 +1,6 @@
 """Fleet scale: `gpubot diagnose` as a whole process against `json.loads` of the same file.
 
-    python benchmarks/fleet.py [--sizes 50 500 5000] [--rounds 3]
+    python benchmarks/fleet.py [--sizes 50 500 5000] [--rounds 3] [--alerts 5000 50000]
 
 For each size, the seeded fleet snapshot (`gpusim.scenarios.fleet_cluster`: 8-GPU nodes, 20
 pods each, about 7% of the nodes broken five ways, Xid alerts as an Alertmanager payload) is
@@ -11,8 +11,12 @@ largest size `--format text` too. Figures are CPU seconds (user + system, from t
 accounting of the finished child) and the child's peak RSS; ratios are taken pair by pair
 and the median is printed with the spread of the rounds.
 
+Then firing alerts: the 500-node snapshot with each count of `--alerts` firing alerts spread
+over its nodes (an alert no rule reads: each node diagnosis lists them as also firing).
+
 Goals (issue 18): at 5,000 nodes gpubot <= 1.0x the peer, peak RSS <= 2x the file, text
-output <= 1.2x JSON output; time(5,000) / time(500) <= 11; 50 nodes <= 0.4 s whole CLI.
+output <= 1.2x JSON output; time(5,000) / time(500) <= 11, and the same for 50,000 firing
+alerts against 5,000; 50 nodes <= 0.4 s whole CLI.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpusim.scenarios import FIXTURE_NOW, fleet_cluster
 
 NOW = FIXTURE_NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+ALERT_NODES = 500
 PEER = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.loads(f.read())\n"
 
 
@@ -66,6 +72,36 @@ def gpubot(snapshot: Path, alerts: Path, fmt: str) -> list[str]:
     return [sys.executable, "-m", "bot.cli", "diagnose", *files, "--now", NOW, "--format", fmt]
 
 
+def many_alerts(payload: dict[str, Any], nodes: int, count: int) -> dict[str, Any]:
+    """`payload` with `count` more firing alerts, spread over the snapshot's GPU nodes."""
+    extra = [
+        {
+            "status": "firing",
+            "labels": {"alertname": "FleetNoise", "node": f"gpu-a{i % nodes + 1}", "n": str(i)},
+            "annotations": {"summary": "an alert no rule reads"},
+            "startsAt": NOW,
+            "fingerprint": f"noise-{i}",
+        }
+        for i in range(count)
+    ]
+    return {**payload, "alerts": [*payload["alerts"], *extra]}
+
+
+def alert_growth(counts: list[int], rounds: int, tmp: str) -> dict[int, list[Run]]:
+    cluster, payload = fleet_cluster(ALERT_NODES)
+    snapshot = Path(tmp, "alerts-fleet.json")
+    snapshot.write_text(json.dumps(cluster))
+    files = {}
+    for count in counts:
+        files[count] = Path(tmp, f"many-alerts-{count}.json")
+        files[count].write_text(json.dumps(many_alerts(payload, ALERT_NODES, count)))
+    runs: dict[int, list[Run]] = {count: [] for count in counts}
+    for _ in range(rounds):
+        for count in counts:
+            runs[count].append(run(gpubot(snapshot, files[count], "json")))
+    return runs
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -78,6 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--alerts", type=int, nargs="*", default=[5000, 50000])
     args = parser.parse_args()
     sizes: list[Size] = []
     largest = max(args.sizes)
@@ -96,6 +133,7 @@ def main() -> None:
                     size.text_out.append(run(gpubot(snapshot, alerts, "text")))
             sizes.append(size)
             print(f"{nodes} nodes done", file=sys.stderr)
+        alerts = alert_growth(args.alerts, args.rounds, tmp) if args.alerts else {}
     print(f"{args.rounds} rounds; CPU seconds (user + system) of each process, medians")
     print()
     print(
@@ -133,6 +171,21 @@ def main() -> None:
         print(
             f"50 nodes, whole CLI: {med([r.cpu_s for r in small]):.2f} s CPU, "
             f"{med([r.wall_s for r in small]):.2f} s wall ({spread([r.wall_s for r in small])})"
+        )
+
+    if alerts:
+        counts = sorted(alerts)
+        print()
+        print(f"| firing alerts, {ALERT_NODES} nodes | gpubot diagnose s | peak RSS MiB |")
+        print("| ---: | ---: | ---: |")
+        for count in counts:
+            cpu = med([r.cpu_s for r in alerts[count]])
+            print(f"| {count:,} | {cpu:.2f} | {med([r.rss_mib for r in alerts[count]]):.0f} |")
+        low, high = alerts[counts[0]], alerts[counts[-1]]
+        growth = [a.cpu_s / b.cpu_s for a, b in zip(high, low, strict=True)]
+        print()
+        print(
+            f"growth {counts[0]:,} -> {counts[-1]:,} alerts: {med(growth):.1f}x ({spread(growth)})"
         )
 
 

@@ -38,6 +38,7 @@ LABELS = {
         "none": "no action: observe",
         "healthy": "No diagnosis: nothing in the snapshot matches a rule.",
         "more": "… {n} more in the timeline",
+        "many": "{n} diagnoses, shown as Markdown (up to {max} are drawn as panels)",
     },
     Lang.ZH: {
         "registered": "节点注册了吗？",
@@ -56,6 +57,7 @@ LABELS = {
         "none": "无操作：继续观察",
         "healthy": "无诊断：快照中没有匹配任何规则的问题。",
         "more": "… 另有 {n} 条，见时间线",
+        "many": "共 {n} 条诊断，以 Markdown 显示（不超过 {max} 条时以面板显示）",
     },
 }
 
@@ -199,9 +201,18 @@ def print_diagnosis(d: Diagnosis, console: Console, evidence_shown: int | None =
     print_runbook(d, console)
 
 
+PANELS_MAX = 50
+"""Diagnoses drawn as panels; more are printed as Markdown. Rich lays a panel out in about
+19 ms: the 330 diagnoses of a 5,000-node snapshot took 6 s to draw, longer than finding them."""
+
+
 def print_diagnoses(diagnoses: list[Diagnosis], console: Console, lang: Lang) -> None:
     if not diagnoses:
         console.print(LABELS[lang]["healthy"])
+        return
+    if len(diagnoses) > PANELS_MAX:
+        many = LABELS[lang]["many"].format(n=len(diagnoses), max=PANELS_MAX)
+        console.file.write(f"{many}\n\n{render_markdown(diagnoses, lang)}\n")
         return
     for d in diagnoses:
         print_diagnosis(d, console)
