@@ -369,9 +369,11 @@ def main() -> None:
         with simulator(args.pass_nodes) as kube_url:
             for _ in range(args.rounds):
                 for name, tree in trees:
-                    runs[name].append(
-                        pass_times(tree, kube_url, args.pass_alerts, args.pass_nodes, args.repeats)
+                    run = pass_times(
+                        tree, kube_url, args.pass_alerts, args.pass_nodes, args.repeats
                     )
+                    runs[name].append(run)
+                    print(name, json.dumps(run), file=sys.stderr, flush=True)
         print(
             f"\nPass time, {args.pass_alerts:,} firing alerts on {args.pass_nodes} nodes; "
             f"median of {args.repeats} passes per round, {args.rounds} rounds (spread of the "
@@ -397,9 +399,10 @@ def main() -> None:
             for _ in range(args.rounds):
                 for level in levels:
                     for name, tree in trees:
-                        found.setdefault((name, level), []).append(
-                            memory_run(tree, kube_url, level, args.nodes)
-                        )
+                        run = memory_run(tree, kube_url, level, args.nodes)
+                        found.setdefault((name, level), []).append(run)
+                        # As it goes: a run at 50,000 alerts takes minutes on a shared VM.
+                        print(name, level, json.dumps(run), file=sys.stderr, flush=True)
         print(
             f"\nMemory of `gpubot serve` (RSS, MiB), firing alerts on {args.nodes} nodes; "
             f"median of {args.rounds} rounds (spread); idle = the same process after one "

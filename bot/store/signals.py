@@ -386,6 +386,8 @@ def _move_state(tx: Connection, latest: Iterable[tuple[Signal, int]]) -> None:
         ),
         states,
     )
+    if not changes:
+        return  # resolves of alerts never seen firing
     counted = insert(alert_kinds)
     tx.execute(
         counted.on_conflict_do_update(

@@ -345,6 +345,16 @@ def test_firing_alerts_are_counted_per_kind_and_resolved_ones_leave(store: SqlSt
     store.ping()
 
 
+def test_a_resolve_of_an_alert_never_seen_firing_is_kept_and_counts_nothing(
+    store: SqlStore,
+) -> None:
+    """Alertmanager sends the resolve of an alert that fired before gpubot listened."""
+    assert store.add_signals([signal("before-us", status="resolved")], T0) == [True]
+    assert kinds(store) == []
+    store.add_signals([signal("a")], T0 + timedelta(minutes=1))
+    assert kinds(store) == [("a", 1)]
+
+
 def test_thousands_alike_on_one_node_are_one_kind_read_once(store: SqlStore) -> None:
     """An alert storm on one node costs the reader one payload, not one per alert."""
     store.add_signals([signal(f"storm-{i}") for i in range(3000)], T0)
