@@ -44,7 +44,7 @@ from bot.roots import offline
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager.payloads import load_alerts_file
 from bot.sources.alertmanager.understanding import alert_mapping
-from bot.texts import say
+from bot.texts import say, state_name
 
 if TYPE_CHECKING:
     from bot.store.sql import SqlStore
@@ -524,10 +524,12 @@ def timeline(
     ],
     store_url: StoreUrlOption = None,
     output: Annotated[Format, typer.Option("--format")] = Format.TEXT,
+    lang: LangOption = None,
     config: ConfigOption = None,
 ) -> None:
     """An incident's timeline (or every incident of a node): who did what, when."""
     settings = _settings(config)
+    language = lang or settings.lang
     store = _open_store(store_url or settings.store_url)
     try:
         if what.isdigit():
@@ -550,11 +552,14 @@ def timeline(
                     )
                 )
             elif output is Format.MARKDOWN:
-                print(f"## Incident {incident.id}: {incident.title} ({incident.state.value})\n")
-                print(timeline_markdown(entries))
+                heading = say(language, "console.incident", id=incident.id).capitalize()
+                state = state_name(incident.state.value, language)
+                print(f"## {heading}: {incident.title} ({state})\n")
+                print(timeline_markdown(entries, language))
             else:
-                console.rule(Text(f"incident {incident.id}: {incident.title}"))
-                console.print(render_timeline(entries))
+                heading = say(language, "console.incident", id=incident.id)
+                console.rule(Text(f"{heading}: {incident.title}"))
+                console.print(render_timeline(entries, language))
     finally:
         store.close()
 

@@ -209,6 +209,20 @@ def test_demo_runs_the_whole_loop_unattended_and_keeps_the_timeline(tmp_path: Pa
     markdown = gpubot("timeline", "1", "--store-url", url, "--format", "markdown")
     assert "| alice | approval | alice approved kubectl drain gpu-a2" in markdown.stdout
 
+    # Issue 19 item 7: the timeline's own words follow --lang (its entries were written in the
+    # language the bot ran in).
+    zh = gpubot("timeline", "1", "--store-url", url, "--lang", "zh")
+    assert zh.returncode == 0, zh.stderr
+    assert "事件 1" in zh.stdout and "内容" in zh.stdout
+    assert "incident 1" not in zh.stdout and "details" not in zh.stdout
+    zh_markdown = gpubot(
+        "timeline", "1", "--store-url", url, "--lang", "zh", "--format", "markdown"
+    )
+    assert (
+        zh_markdown.stdout.startswith("## 事件 1")
+        and "已解决" in zh_markdown.stdout.splitlines()[0]
+    )
+
 
 def test_the_digest_of_a_demo_run_counts_its_incidents(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'demo.db'}"
