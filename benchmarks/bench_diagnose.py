@@ -2,10 +2,10 @@
 
     python benchmarks/bench_diagnose.py [--nodes 5000] [--pods-per-node 13]
 
-Builds a healthy GPU cluster (5,000 8-GPU nodes, 100,000 pods: 7 GPU Operator pods, one
-training worker and 12 other pods per node), breaks 2% of the nodes (zero capacity, Xid
-alerts, cordons with PDB blocks), writes it as kubectl JSON, then times, side by side in one
-process: `json.loads` of the file (the floor any tool pays), building the facts, and the
+Builds the seeded fleet scenario (`gpusim.scenarios.fleet_cluster`: 5,000 8-GPU nodes,
+100,000 pods, about 7% of the nodes broken five ways, Xid alerts), writes it as kubectl JSON,
+then times, side by side in one process, with Python's defaults (garbage collection on):
+`json.loads` of the file (the floor any tool pays), building the facts, and the
 full diagnosis with every shipped rule. Prints a Markdown table of seconds and ratios.
 """
 
@@ -27,45 +27,20 @@ from bot.evidence.collecting import collect_facts
 from bot.evidence.snapshots import parse_snapshot
 from bot.model import Signal
 from bot.rules.loading import load_rules
-from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+from bot.sources.alertmanager.understanding import alert_mapping
+from gpusim.scenarios import FIXTURE_NOW, fleet_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def broken_cluster(nodes: int, pods_per_node: int) -> tuple[dict[str, Any], list[Signal]]:
-    cluster = healthy_cluster(nodes, pods_per_node=pods_per_node)
-    signals = []
-    gpu_nodes = [
-        i for i in cluster["items"] if i["kind"] == "Node" and i["metadata"]["name"] != "cpu-1"
-    ]
-    for index, node in enumerate(gpu_nodes):
-        if index % 50 == 1:
-            node["status"]["allocatable"]["nvidia.com/gpu"] = "0"
-        elif index % 50 == 2:
-            name = node["metadata"]["name"]
-            signals.append(
-                Signal(
-                    source="alertmanager",
-                    name="GPUXidError",
-                    node=name,
-                    gpu="3",
-                    labels={"alertname": "GPUXidError", "node": name, "gpu": "3", "xid": "48"},
-                    fingerprint=f"xid-{name}",
-                )
-            )
-        elif index % 50 == 3:
-            node["spec"]["unschedulable"] = True
-            node["spec"]["taints"] = [
-                {
-                    "key": "node.kubernetes.io/unschedulable",
-                    "effect": "NoSchedule",
-                    "timeAdded": "2026-12-02T02:00:00Z",
-                }
-            ]
-    for item in cluster["items"]:
-        if item["kind"] == "PodDisruptionBudget":
-            item["status"]["disruptionsAllowed"] = 0
-    return cluster, signals
+def fleet(
+    nodes: int, pods_per_node: int, settings: Settings
+) -> tuple[dict[str, Any], list[Signal]]:
+    """The seeded fleet scenario benchmarks/fleet.py runs, its alerts read as signals."""
+    cluster, payload = fleet_cluster(nodes, pods_per_node)
+    alerts = validate_payload(payload, "fleet alerts")
+    return cluster, signals_from_payload(alerts, settings.node_labels, alert_mapping(settings))
 
 
 def timed(repeat: int, work: Any) -> tuple[float, Any]:
@@ -87,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings()
     rules = load_rules([ROOT / "rules"])
-    cluster, signals = broken_cluster(args.nodes, args.pods_per_node)
+    cluster, signals = fleet(args.nodes, args.pods_per_node, settings)
     with TemporaryDirectory() as tmp:
         path = Path(tmp) / "snapshot.json"
         path.write_text(json.dumps(cluster))

@@ -29,7 +29,7 @@ from bot.diagnose import infer_stage
 from bot.evidence.collecting import collect_facts
 from bot.evidence.snapshots import parse_snapshot
 from bot.model import Lang, Signal
-from bot.rules.contexts import node_context
+from bot.rules.contexts import node_context, node_pool_context
 from bot.rules.loading import load_rules
 from bot.rules.matching import match
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
@@ -80,7 +80,8 @@ def main() -> None:
     for signal in signals:
         node = facts.nodes[signal.node or ""]
         stage = infer_stage(node, settings)
-        context = node_context(node, stage, [signal], rules.xid_catalog, facts, settings, Lang.EN)
+        pool = node_pool_context(facts.pools.get(node.pool or ""))
+        context = node_context(node, stage, [signal], rules.xid_catalog, pool, settings, Lang.EN)
         contexts.append((context, stage))
         fired += len(match(node_rules, context, node.name, stage).matches)
     ours_full = len(signals) / (time.perf_counter() - start)

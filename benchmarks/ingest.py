@@ -293,10 +293,14 @@ class TimedChat(ConsoleChat):
         self.arrived = threading.Condition()
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
         handed = time.perf_counter()  # the hand-over; rendering is the adapter's own time
-        result = super().post_diagnosis(incident, diagnosis, requests)
+        result = super().post_diagnosis(incident, diagnosis, requests, under)
         with self.arrived:
             self.handed.setdefault(incident.node or "", handed)
             self.arrived.notify_all()

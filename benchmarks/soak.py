@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass
 
 from bot.config import Settings
-from bot.drills.judging import Record, events, wrong_window
+from bot.drills.judging import Record, channel_messages, events, wrong_window
 from bot.drills.spec import Drill
 from bot.model import Action
 from bot.roots.drill import find_prometheus, play_drill
@@ -165,7 +165,7 @@ def figures(record: Record) -> dict[str, str]:
     steady_nodes = {p.node for p in faults if not by_fault[p.what].drained}
     steady = [i for i in record.incidents if i.node in steady_nodes]
     reopens = sum(i.reopened for i in steady)
-    messages = sum(1 for s in record.seen if s.kind == "diagnosis")
+    messages = channel_messages(record)
     faulted = {p.node: by_fault[p.what].rule for p in faults}
     others: dict[str, int] = {}
     for seen in record.seen:

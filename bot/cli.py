@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -25,22 +26,33 @@ from bot.chat.console import (
     ConsoleApprover,
     print_diagnoses,
     render_markdown,
-    render_summary,
     render_timeline,
     timeline_markdown,
 )
 from bot.clock import utcnow
-from bot.config import Settings, load_settings
+from bot.config import (
+    CONFIG_ENV,
+    Settings,
+    default_settings_file,
+    load_settings,
+    settings_file,
+)
 from bot.errors import GpubotError, InputError
-from bot.incidents.summary import summarize, summary_lines
-from bot.model import Diagnosis, Incident, Lang, Signal, TimelineEntry
+from bot.model import Diagnosis, Lang
+from bot.process.logs import LogFormat
 from bot.roots import offline
 from bot.rules.linting import lint_rules
 from bot.sources.alertmanager.payloads import load_alerts_file
 from bot.sources.alertmanager.understanding import alert_mapping
+from bot.texts import say
 
+if TYPE_CHECKING:
+    from bot.store.sql import SqlStore
+
+# Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
 app = typer.Typer(
     help="gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes.",
+    rich_markup_mode=None,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
@@ -67,13 +79,17 @@ def _main(
     """gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes."""
 
 
-rules_app = typer.Typer(help="Check and test rule files.", no_args_is_help=True)
+rules_app = typer.Typer(
+    rich_markup_mode=None, help="Check and test rule files.", no_args_is_help=True
+)
 app.add_typer(rules_app, name="rules")
 sim_app = typer.Typer(
-    help="A simulated GPU cluster: the Kubernetes API kubectl trusts.", no_args_is_help=True
+    rich_markup_mode=None,
+    help="A simulated GPU cluster: the Kubernetes API kubectl trusts.",
+    no_args_is_help=True,
 )
 app.add_typer(sim_app, name="sim")
-db_app = typer.Typer(help="The store's schema.", no_args_is_help=True)
+db_app = typer.Typer(rich_markup_mode=None, help="The store's schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 P = ParamSpec("P")
@@ -104,18 +120,51 @@ def handles_bad_input(command: Callable[P, R]) -> Callable[P, R]:
 
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", help="YAML settings file (env GPUBOT_* overrides it).")
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="YAML settings file. Default: $GPUBOT_CONFIG, else ~/.config/gpubot/settings.yaml "
+        "if it exists (`gpubot init` writes it), else the embedded defaults. GPUBOT_* "
+        "environment variables override it.",
+    ),
+]
+StoreUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store-url",
+        metavar="URL",
+        help="The store `gpubot serve` uses (sqlite:///FILE or postgresql://...); default: "
+        "store_url in the settings.",
+    ),
 ]
 LangOption = Annotated[Lang | None, typer.Option("--lang", help="Language of the texts.")]
 
 
 def _settings(config: Path | None) -> Settings:
+    chosen = settings_file(config)
     try:
-        return load_settings(config)
+        return load_settings(chosen)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
-        raise InputError(str(config or "GPUBOT_* environment"), f"{field}: {first['msg']}") from exc
+        raise InputError(str(chosen or "GPUBOT_* environment"), f"{field}: {first['msg']}") from exc
+
+
+def _settings_said(config: Path | None, lang: Lang) -> str:
+    """Which settings a command ran with, for a message that depends on them."""
+    chosen = settings_file(config)
+    if chosen is None:
+        return say(lang, "cli.settings.defaults")
+    return say(lang, "cli.settings.file", path=chosen)
+
+
+def _open_store(url: str) -> SqlStore:
+    """The store for a command that reads it: never creates one (an empty store answers
+    every question with "nothing", which is a lie about the real one)."""
+    from bot.store.sql import SqlStore
+
+    return SqlStore.open(url, create=False)
 
 
 def diagnosis_json(d: Diagnosis) -> dict[str, Any]:
@@ -197,18 +246,26 @@ def diagnose_command(
     """Diagnose a cluster snapshot (and alerts) offline."""
     settings = _settings(config)
     language = lang or settings.lang
-    inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
-    for note in inputs.notes:
-        _err.print(f"note: {note}", markup=False)
-    nodes = inputs.snapshot
-    signals = list(inputs.signals)
-    for path in alerts or []:
-        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
     ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    moment = now or inputs.collected_at or utcnow()
-    if moment.tzinfo is None:
-        moment = moment.astimezone()
-    result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    if not ruleset.rules:
+        # "No diagnosis" beside it would read as a healthy cluster: without rules nothing
+        # was looked at.
+        _report_rule_errors(list(ruleset.errors))
+        if not ruleset.errors:
+            _err.print(f"error: {rules or settings.rules_dir}: no rules in it", markup=False)
+        raise typer.Exit(2)
+    with offline.collection_paused():
+        inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
+        for note in inputs.notes:
+            _err.print(f"note: {note}", markup=False)
+        nodes = inputs.snapshot
+        signals = list(inputs.signals)
+        for path in alerts or []:
+            signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+        moment = now or inputs.collected_at or utcnow()
+        if moment.tzinfo is None:
+            moment = moment.astimezone()
+        result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
     _print(result.diagnoses, fmt, language)
     errors: list[GpubotError] = [*ruleset.errors, *result.errors]
     _report_rule_errors(errors)
@@ -308,40 +365,90 @@ def _live_demo(
 ) -> None:
     from bot.roots import demo as live
 
-    def signal(s: Signal) -> None:
-        detail = ", ".join(
-            f"{k}={v}" for k, v in s.labels.items() if k not in ("alertname", "node")
-        )
-        console.print(Text(f"  ⚡ {s.source}: {s.name} {s.node or ''} {detail}", style="dim"))
-
-    def timeline(entry: TimelineEntry) -> None:
-        style = {"action-result": "bold", "gate": "cyan", "approval": "green"}.get(entry.kind, "")
-        console.print(Text(f"  [{entry.kind}] {entry.actor}: {entry.text}", style=style))
-
-    def summary(incident: Incident, entries: list[TimelineEntry]) -> None:
-        title = f"incident {incident.id} resolved: {incident.title} — {incident.node}"
-        console.print(render_summary(title, summary_lines(summarize(incident, entries), language)))
-        console.print(render_timeline(entries))
-
     interactive = approve_as is not None or sys.stdin.isatty()
-    approver = ConsoleApprover(console, approve_as)
-    out = live.DemoOutput(
-        step=lambda title: console.rule(Text(title, style="bold")),
-        signal=signal,
-        diagnoses=lambda found: print_diagnoses(found, console, language) if found else None,
-        timeline=timeline,
-        summary=summary,
-    )
+    approver = ConsoleApprover(console, approve_as, language)
     live.run(
         offline.load_ruleset(settings),
         settings,
         language,
-        out,
+        live.console_output(console, language),
         pause,
         approve=approver.ask if interactive else None,
         approver_name=approve_as or "you",
         store_url=store_url,
     )
+
+
+@app.command("init")
+@handles_bad_input
+def init_command(
+    approver: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--approver",
+            metavar="USER",
+            help="Who may approve cordon, drain and uncordon (repeatable); default: your login "
+            "name. In Slack, a user id (U0123...).",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            metavar="FILE",
+            help="Where to write the settings. Default: $GPUBOT_CONFIG, else "
+            "~/.config/gpubot/settings.yaml (where every command looks).",
+        ),
+    ] = None,
+    store_url: Annotated[
+        str | None,
+        typer.Option(
+            "--store-url",
+            metavar="URL",
+            help="The store to name; default: gpubot.db beside the settings file.",
+        ),
+    ] = None,
+    lang: LangOption = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace a settings file that exists.")
+    ] = False,
+) -> None:
+    """Write a commented settings file to start from: who approves, the store, the webhook's
+    token (a new random one in a file beside it), console or Slack."""
+    import getpass
+    import os
+    import secrets
+
+    from bot import settings_template
+    from bot.store.database import parse_store_url
+
+    target = config or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
+    target = (target or default_settings_file()).expanduser().absolute()
+    if target.exists() and not force:
+        raise InputError(str(target), "exists; --force replaces it")
+    people = approver or [getpass.getuser()]
+    language = lang or Lang.EN
+    url = store_url or f"sqlite:///{target.parent / 'gpubot.db'}"
+    parse_store_url(url)
+    token_file = target.parent / "webhook-token"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not token_file.exists():
+            # Only its owner reads it: it is what lets anyone post alerts to the webhook.
+            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_urlsafe(32) + "\n")
+            print(say(language, "cli.init.token", path=token_file))
+        target.write_text(
+            settings_template.render(people, url, token_file, language), encoding="utf-8"
+        )
+    except OSError as exc:
+        raise InputError(str(target), exc.strerror or str(exc)) from exc
+    load_settings(target)  # what was written must be what every command can read
+    print(say(language, "cli.init.wrote", path=target, approvers=", ".join(people), store=url))
+    if target != default_settings_file().absolute() and not os.environ.get(CONFIG_ENV):
+        print(say(language, "cli.init.read_with", path=target))
+    print(say(language, "cli.init.next"))
 
 
 @app.command("drill")
@@ -412,18 +519,16 @@ def drill_command(
 @app.command()
 @handles_bad_input
 def timeline(
-    what: Annotated[str, typer.Argument(help="An incident id, or a node name.")],
-    store_url: Annotated[
-        str | None, typer.Option("--store-url", help="Defaults to the settings' store_url.")
-    ] = None,
+    what: Annotated[
+        str, typer.Argument(metavar="INCIDENT|NODE", help="An incident id, or a node name.")
+    ],
+    store_url: StoreUrlOption = None,
     output: Annotated[Format, typer.Option("--format")] = Format.TEXT,
     config: ConfigOption = None,
 ) -> None:
     """An incident's timeline (or every incident of a node): who did what, when."""
-    from bot.store.sql import SqlStore
-
     settings = _settings(config)
-    store = SqlStore.open(store_url or settings.store_url)
+    store = _open_store(store_url or settings.store_url)
     try:
         if what.isdigit():
             incidents = [store.incident(what)]
@@ -461,7 +566,7 @@ def digest(
     tz: Annotated[
         str | None, typer.Option("--tz", help="IANA time zone; default schedule.digest_tz.")
     ] = None,
-    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    store_url: StoreUrlOption = None,
     lang: LangOption = None,
     config: ConfigOption = None,
 ) -> None:
@@ -471,12 +576,11 @@ def digest(
     from zoneinfo import ZoneInfo
 
     from bot.incidents.digest import build_digest, digest_lines, next_run, still_out_note
-    from bot.store.sql import SqlStore
 
     settings = _settings(config)
     zone_name = tz or settings.schedule.digest_tz
     next_run(utcnow(), "00:00", zone_name)  # an unknown zone is bad input
-    store = SqlStore.open(store_url or settings.store_url)
+    store = _open_store(store_url or settings.store_url)
     try:
         until = utcnow().astimezone(ZoneInfo(zone_name))
         found = build_digest(store, until, timedelta(hours=hours))
@@ -493,32 +597,67 @@ def serve(
     config: ConfigOption = None,
     port: Annotated[int | None, typer.Option("--port", help="0 picks a free port.")] = None,
     kube_url: Annotated[
-        str | None, typer.Option("--kube-url", help="An API server URL (e.g. the simulator).")
+        str | None,
+        typer.Option("--kube-url", metavar="URL", help="An API server URL (e.g. the simulator's)."),
     ] = None,
-    kubeconfig: Annotated[Path | None, typer.Option("--kubeconfig")] = None,
-    in_cluster: Annotated[bool, typer.Option("--in-cluster")] = False,
-    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig",
+            metavar="FILE",
+            help="The kubeconfig to reach the cluster with (its current context). Default: "
+            "$KUBECONFIG, else ~/.kube/config.",
+        ),
+    ] = None,
+    in_cluster: Annotated[
+        bool,
+        typer.Option(
+            "--in-cluster",
+            help="Use the pod's ServiceAccount (when gpubot runs in the cluster, as the Helm "
+            "chart runs it).",
+        ),
+    ] = False,
+    store_url: Annotated[
+        str | None,
+        typer.Option(
+            "--store-url",
+            metavar="URL",
+            help="Where incidents and approvals are kept (sqlite:///FILE, created if missing, "
+            "or postgresql://... for several replicas); default: store_url in the settings.",
+        ),
+    ] = None,
     identity: Annotated[
         str | None, typer.Option("--identity", help="This replica's name in the leader Lease.")
     ] = None,
     watch: Annotated[bool, typer.Option("--watch/--no-watch")] = True,
     log_level: Annotated[
-        str, typer.Option("--log-level", help="debug, info, warning or error (to stderr).")
+        str,
+        typer.Option(
+            "--log-level",
+            metavar="LEVEL",
+            help="debug, info, warning or error (to stderr). info: listening, leader "
+            "changes, diagnoses posted, actions, errors.",
+        ),
     ] = "info",
+    log_format: Annotated[
+        LogFormat | None,
+        typer.Option(
+            "--log-format",
+            help="Default: console on a terminal, json (one object a line) otherwise.",
+        ),
+    ] = None,
 ) -> None:
     """Run the bot: the Alertmanager webhook, the Kubernetes watches, leader election,
-    scheduled work and the executor."""
-    import logging
+    scheduled work and the executor.
 
+    Messages go to Slack when slack.bot_token is set (README, "Slack in five steps"), else
+    to this process's output (console chat), where each proposal names its request id for
+    `gpubot approve REQUEST --as YOU`. Console chat is for one replica: with several, each
+    prints what it diagnosed itself; use Slack."""
+    from bot.process.logs import configure_logging
     from bot.roots import serve as runtime
 
-    level = logging.getLevelName(log_level.upper())
-    if not isinstance(level, int):
-        raise InputError("--log-level", f"unknown level {log_level!r}")
-    # A failed job, a lost lease or a store outage must reach whoever reads the pod's logs.
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
-    )
+    configure_logging(log_level, log_format)
     settings = _settings(config)
     serve_settings = settings.serve.model_copy(
         update={k: v for k, v in {"port": port, "identity": identity}.items() if v is not None}
@@ -531,16 +670,30 @@ def serve(
     )
     # One line a supervisor (or a test) can wait for: the port actually bound.
     runtime.run(
-        replica, on_started=lambda bound: print(f"gpubot serve: listening on {bound}", flush=True)
+        replica,
+        on_started=lambda bound: print(
+            f"gpubot serve: listening on {bound} (address {settings.serve.host}; "
+            f"store {replica.store.url})",
+            flush=True,
+        ),
     )
 
 
 @app.command()
 @handles_bad_input
 def approve(
-    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
-    as_user: Annotated[str, typer.Option("--as", help="Who approves (a chat user id).")],
-    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    request: Annotated[
+        str, typer.Argument(metavar="REQUEST", help="The request id the proposal shows.")
+    ],
+    as_user: Annotated[
+        str,
+        typer.Option(
+            "--as",
+            metavar="USER",
+            help="Who approves: a user id the settings' remediation.approvals name.",
+        ),
+    ],
+    store_url: StoreUrlOption = None,
     wait_s: Annotated[
         float,
         typer.Option(
@@ -558,18 +711,32 @@ def approve(
     import time
 
     from bot.remediate.decisions import Decisions
-    from bot.store.sql import SqlStore
 
     settings = _settings(config)
-    store = SqlStore.open(store_url or settings.store_url)
+    store = _open_store(store_url or settings.store_url)
     try:
         store.request(request)  # an unknown id is bad input, not a refusal
         decisions = Decisions(store, settings, clock=utcnow)
         outcome = decisions.approve(request, as_user)
         if outcome.status not in ("recorded", "need-another"):
-            raise InputError("--as", outcome.message)
-        print(outcome.message, flush=True)
-        if outcome.status == "need-another" or wait_s == 0:
+            _err.print(
+                say(
+                    settings.lang,
+                    "cli.approve.refused",
+                    why=outcome.message,
+                    settings=_settings_said(config, settings.lang),
+                ),
+                markup=False,
+            )
+            raise typer.Exit(2)
+        if outcome.status == "need-another":
+            print(
+                say(settings.lang, "cli.approve.need_another", decision=outcome.message),
+                flush=True,
+            )
+            return
+        print(say(settings.lang, "cli.approve.recorded", decision=outcome.message), flush=True)
+        if wait_s == 0:
             return
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
@@ -583,7 +750,7 @@ def approve(
                 raise typer.Exit(1)
             time.sleep(0.5)
         _err.print(
-            f"not finished after {wait_s:g} s: `gpubot timeline` shows how it goes on",
+            say(settings.lang, "cli.approve.not_run", seconds=f"{wait_s:g}", user=as_user),
             markup=False,
         )
         raise typer.Exit(1)
@@ -591,10 +758,37 @@ def approve(
         store.close()
 
 
+@app.command()
+@handles_bad_input
+def deny(
+    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
+    as_user: Annotated[str, typer.Option("--as", help="Who denies (a chat user id).")],
+    reason: Annotated[str, typer.Option("--reason", help="Why, for the timeline.")] = "",
+    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Record a denial from the command line (beside the chat's Deny button). A denial is
+    final, so the policy decides who may, as for an approval: the request's approvers,
+    whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
+    from bot.remediate.decisions import Decisions
+    from bot.store.sql import SqlStore
+
+    settings = _settings(config)
+    store = SqlStore.open(store_url or settings.store_url)
+    try:
+        store.request(request)  # an unknown id is bad input, not a refusal
+        outcome = Decisions(store, settings, clock=utcnow).deny(request, as_user, reason)
+        if outcome.status != "denied":
+            raise InputError("--as", outcome.message)
+        print(outcome.message, flush=True)
+    finally:
+        store.close()
+
+
 @db_app.command("upgrade")
 @handles_bad_input
 def db_upgrade(
-    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
+    store_url: StoreUrlOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Migrate the store to this gpubot's schema (back the database up first)."""
@@ -723,6 +917,51 @@ def sim_serve(
         simulation.stop()
 
 
+SimServerOption = Annotated[
+    str | None,
+    typer.Option("--server", metavar="URL", help="The URL `gpubot sim serve` printed."),
+]
+SimKubeconfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--kubeconfig",
+        metavar="FILE",
+        help="Or the kubeconfig `gpubot sim serve --kubeconfig-out` wrote.",
+    ),
+]
+
+
+@contextmanager
+def _sim_server(server: str | None, kubeconfig: Path | None) -> Iterator[str]:
+    """The simulator's connection URL, given as it is or read from the kubeconfig it wrote
+    (its CA and token put in files for as long as the call lasts: the URL names files)."""
+    import base64
+    import tempfile
+
+    import yaml
+
+    if (server is None) == (kubeconfig is None):
+        raise InputError("--server/--kubeconfig", "give exactly one of them")
+    if server is not None:
+        yield server
+        return
+    assert kubeconfig is not None
+    try:
+        config = yaml.safe_load(kubeconfig.read_text())
+        cluster = config["clusters"][0]["cluster"]
+        token = config["users"][0]["user"]["token"]
+        address, ca = cluster["server"], base64.b64decode(cluster["certificate-authority-data"])
+    except OSError as exc:
+        raise InputError(str(kubeconfig), exc.strerror or str(exc)) from exc
+    except (yaml.YAMLError, KeyError, IndexError, TypeError, ValueError) as exc:
+        why = f"not a kubeconfig `gpubot sim serve` wrote ({exc})"
+        raise InputError(str(kubeconfig), why) from exc
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "ca.crt").write_bytes(ca)
+        (Path(folder) / "token").write_text(token)
+        yield f"{address}?certificate-authority={folder}/ca.crt&token-file={folder}/token"
+
+
 def _param(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or not key:
@@ -741,7 +980,8 @@ def sim_inject(
         str, typer.Argument(help="zero-capacity, plugin-crashloop, xid, ecc-dbe, ...")
     ],
     node: Annotated[str, typer.Option("--node")],
-    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    server: SimServerOption = None,
+    kubeconfig: SimKubeconfigOption = None,
     param: Annotated[
         list[str] | None, typer.Option("--param", help="KEY=VALUE, e.g. code=79.")
     ] = None,
@@ -755,7 +995,8 @@ def sim_inject(
 
     params = dict(_param(p) for p in param or [])
     try:
-        result = inject_remote(server, fault, node, params)
+        with _sim_server(server, kubeconfig) as url:
+            result = inject_remote(url, fault, node, params)
     except SimulatorError as exc:
         raise InputError("sim inject", str(exc)) from exc
     for line in result["description"]:
@@ -771,7 +1012,8 @@ def sim_repair(
         str, typer.Argument(help="The fault to take away: zero-capacity, xid, not-ready, ...")
     ],
     node: Annotated[str, typer.Option("--node")],
-    server: Annotated[str, typer.Option("--server", help="URL that `gpubot sim serve` printed.")],
+    server: SimServerOption = None,
+    kubeconfig: SimKubeconfigOption = None,
     param: Annotated[list[str] | None, typer.Option("--param", help="KEY=VALUE.")] = None,
 ) -> None:
     """Take a fault away from a node of a running simulated cluster (a cordon stays)."""
@@ -779,7 +1021,8 @@ def sim_repair(
 
     params = dict(_param(p) for p in param or [])
     try:
-        result = repair_remote(server, fault, node, params)
+        with _sim_server(server, kubeconfig) as url:
+            result = repair_remote(url, fault, node, params)
     except SimulatorError as exc:
         raise InputError("sim repair", str(exc)) from exc
     for line in result["description"]:
@@ -787,6 +1030,7 @@ def sim_repair(
 
 
 alerts_app = typer.Typer(
+    rich_markup_mode=None,
     help="How gpubot reads Alertmanager alerts (the alert mapping, docs/alerts.md).",
     no_args_is_help=True,
 )

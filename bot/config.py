@@ -5,6 +5,7 @@ The defaults are what `gpubot demo` runs on, so they must work with nothing conf
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,6 +67,9 @@ class Thresholds(BaseModel):
     went missing arrives seconds after the watch saw it go (Alertmanager's group_wait)."""
     resolve_after_s: int = 120
     """A symptom must stay away this long before its incident resolves (hysteresis)."""
+    revise_every_s: int = 30
+    """An incident's message is revised for a change of what blocks its drain at most once
+    in this long (a drain evicting many pods must not edit it at every eviction)."""
     upgrade_stuck_after_s: int = 2 * 3600
     """A driver upgrade state the operator normally leaves in minutes, held longer than this,
     is stuck (the label has no time: see `NodeFacts.upgrade_for_s`)."""
@@ -126,6 +130,15 @@ class ActionPolicy(BaseModel):
     """May the person who asked also approve?"""
 
 
+class DenyPolicy(BaseModel):
+    """Who may deny any request, besides those who may approve it (and whoever asked)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    users: list[str] = Field(default_factory=list)
+    groups: list[str] = Field(default_factory=list)
+
+
 class ApprovalPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -136,6 +149,9 @@ class ApprovalPolicy(BaseModel):
     """Deleting pods directly (bypassing PodDisruptionBudgets): always its own approvers."""
     uncordon_anyway: ActionPolicy = Field(default_factory=lambda: ActionPolicy(two_person=True))
     """Uncordon although the health gate did not pass."""
+    deny: DenyPolicy = Field(default_factory=DenyPolicy)
+    """A deny ends a request for good, so it is a decision like an approval: only the people
+    who may approve that request, whoever asked for it, and these may deny it."""
     expiry_s: int = 30 * 60
 
     def for_request(self, request: ActionRequest) -> ActionPolicy:
@@ -155,6 +171,27 @@ class BlastRadius(BaseModel):
     max_share: float = Field(default=0.10, ge=0.0, le=1.0)
 
 
+class SmokeTestSettings(BaseModel):
+    """The health gate's GPU smoke test (runbook step 9, item 2; `bot.remediate.smoke_test`):
+    a pod on the repaired node lists its GPUs before the uncordon is offered or run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    """Off by default: it needs an image the nodes can pull and a namespace gpubot may create
+    pods in (the Helm chart turns it on and grants that)."""
+    image: str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
+    """A CUDA base image: the NVIDIA runtime mounts nvidia-smi into it (capability `utility`)."""
+    namespace: str = NAMESPACE
+    timeout_s: float = Field(default=180.0, gt=0)
+    """The pod must finish within this (pull, start, nvidia-smi), or the test fails."""
+    max_age_s: float = Field(default=600.0, gt=0)
+    """A result this recent stands for the node; an older one is run again before it counts."""
+    request_all: bool = False
+    """Request every expected GPU instead of one with NVIDIA_VISIBLE_DEVICES=all (clusters
+    whose runtime ignores that variable in unprivileged pods)."""
+
+
 class Remediation(BaseModel):
     """Acting on nodes: who approves, how many nodes may be out at once, dry-run."""
 
@@ -172,6 +209,7 @@ class Remediation(BaseModel):
     """A running action's owner renews its heartbeat every third of this; an execution whose
     heartbeat is older is taken over by the leader (its owner died or lost the lease)."""
     maintenance_taint: bool = True
+    smoke_test: SmokeTestSettings = Field(default_factory=lambda: SmokeTestSettings())
 
 
 class ServeSettings(BaseModel):
@@ -349,6 +387,30 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Explicit arguments beat the environment, which beats the YAML file.
         return (init_settings, env_settings, YamlConfigSettingsSource(settings_cls))
+
+
+CONFIG_ENV = "GPUBOT_CONFIG"
+"""The settings file when `--config` is not given."""
+
+
+def default_settings_file() -> Path:
+    """Where `gpubot init` writes the settings and every command looks last:
+    `$XDG_CONFIG_HOME/gpubot/settings.yaml`, else `~/.config/gpubot/settings.yaml`."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "gpubot" / "settings.yaml"
+
+
+def settings_file(given: Path | None = None) -> Path | None:
+    """The settings file every command reads, found the same way by all of them: `--config`,
+    then `GPUBOT_CONFIG`, then the default file when it exists; None: the embedded defaults.
+    A file named on purpose (the first two) that is missing is an error, not the defaults."""
+    if given is not None:
+        return given
+    named = os.environ.get(CONFIG_ENV)
+    if named:
+        return Path(named)
+    default = default_settings_file()
+    return default if default.is_file() else None
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from bot.config import Settings
 from bot.errors import RuleError
@@ -32,7 +33,7 @@ from bot.model import (
     Stage,
 )
 from bot.rules.commands import fill
-from bot.rules.contexts import cluster_context, node_context, pool_context
+from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
 from bot.rules.loading import EVIDENCE_ONLY, SYMPTOM, CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 
@@ -135,6 +136,7 @@ def diagnose(
     later_rules = [r for r in rules.rules if r.spec.scope == "node" and r.spec.after_node_rules]
     matches: list[RuleMatch] = []
     stages: dict[str, Stage] = {}
+    pools = {name: node_pool_context(pool) for name, pool in cluster.pools.items()}
     for name in sorted(cluster.nodes):
         node = cluster.nodes[name]
         stage = infer_stage(node, settings)
@@ -142,8 +144,17 @@ def diagnose(
         alerts = alerts_by_node.get(name, [])
         kept = earlier.get(name, node, alerts) if earlier is not None else None
         if kept is None:
+            its_pool = pools.get(node.pool or "", {})
             kept = _match_node(
-                name, node, stage, alerts, (node_rules, later_rules), cluster, rules, settings, lang
+                name,
+                node,
+                stage,
+                alerts,
+                (node_rules, later_rules),
+                its_pool,
+                rules,
+                settings,
+                lang,
             )
             if earlier is not None:
                 earlier.put(name, kept)
@@ -186,7 +197,7 @@ def _match_node(
     stage: Stage,
     alerts: list[Signal],
     rule_sets: tuple[list[CompiledRule], list[CompiledRule]],
-    cluster: ClusterFacts,
+    pool: Mapping[str, Any],
     rules: RuleSet,
     settings: Settings,
     lang: Lang,
@@ -194,7 +205,7 @@ def _match_node(
     """The node rules on one node, then those that look at what else fired on it."""
     node_rules, later_rules = rule_sets
     errors = DiagnoseResult()
-    context = node_context(node, stage, alerts, rules.xid_catalog, cluster, settings, lang)
+    context = node_context(node, stage, alerts, rules.xid_catalog, pool, settings, lang)
     found = _collect(match(node_rules, context, name, stage), errors)
     findings = [m.rule.id for m in found if not m.expected and m.severity.rank > 0]
     if findings and later_rules:
@@ -290,7 +301,11 @@ class _ScopeIndex:
 
 _T: dict[Lang, dict[str, str]] = {
     Lang.EN: {
-        "unknown_node": "unknown: the node is not in the snapshot, only alerts name it",
+        "unknown_node": "no: no node of this name in the cluster, only alerts name it",
+        "absent_node": (
+            "no node {node} in the cluster (only alerts name it): check the alerts' node label;"
+            " no command is offered for it"
+        ),
         "registered_yes": "yes: Ready, kubelet {kubelet}, runtime {runtime}",
         "registered_other": "; other conditions: {conds}",
         "registered_no": (
@@ -326,7 +341,10 @@ _T: dict[Lang, dict[str, str]] = {
         "also_more": "also firing: {n} more alert(s) no rule reads",
     },
     Lang.ZH: {
-        "unknown_node": "未知：快照中没有该节点，只有告警提到它",
+        "unknown_node": "否：集群中没有这个名字的节点，只有告警提到它",
+        "absent_node": (
+            "集群中没有节点 {node}（只有告警提到它）：请核对告警的 node 标签；不为它提供命令"
+        ),
         "registered_yes": "是：Ready，kubelet {kubelet}，运行时 {runtime}",
         "registered_other": "；其他条件：{conds}",
         "registered_no": (
@@ -514,10 +532,14 @@ _ALSO_FIRING_TEXT = 160
 def _would_block_a_drain(found: RuleMatch, node: NodeFacts | None) -> list[Blocker]:
     """What a proposed drain would meet, read with the diagnosis: each budget that allows no
     disruption (with its disruptionsAllowed), emptyDir data, pods nothing recreates. Said
-    before anyone approves, not found out when the drain stalls on 429s."""
+    before anyone approves, not found out when the drain stalls on 429s. Budgets first: a
+    message shows only so many blockers, and a budget is what stalls a drain with no flag
+    to get past it."""
     if node is None or not any(action is Action.DRAIN for action, _ in found.actions):
         return []
-    return [b for b in node.blockers if b.kind != "daemonset"]
+    return sorted(
+        (b for b in node.blockers if b.kind != "daemonset"), key=lambda b: b.kind != "pdb"
+    )
 
 
 def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
@@ -581,6 +603,10 @@ def _diagnosis(
     evidence = list(found.evidence)
     if found.expected and spec.expected is not None:
         evidence.insert(0, t["expected"].format(note=spec.expected.note(lang)))
+    # A node only alerts name: its name is an alert label's text, not a node anyone can act
+    # on. It is said to be absent; its runbook keeps the steps' words, with no command, and
+    # nothing is proposed for it.
+    absent = node is not None and not node.known
     proposals = [
         Proposal(
             action=action,
@@ -592,12 +618,15 @@ def _diagnosis(
     ]
     if halted:
         evidence.append(t["halted"].format(pool=pool))
+    if halted or absent:
         proposals = [
             Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)
         ]
     namespace = settings.operator_namespaces[0] if settings.operator_namespaces else "default"
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     if node is not None:
+        if absent:
+            evidence.insert(0, t["absent_node"].format(node=node.name))
         evidence += _also_firing(alerts_by_node.get(node.name, []), lang)
     return Diagnosis(
         rule=spec.id,
@@ -615,7 +644,7 @@ def _diagnosis(
         runbook=[
             RunbookStep(
                 text=step.text(lang),
-                commands=[fill(c, node, namespace) for c in step.commands],
+                commands=[] if absent else [fill(c, node, namespace) for c in step.commands],
             )
             for step in spec.runbook
         ],

@@ -377,9 +377,15 @@ class Chat(Protocol):
     Delivery is the adapter's (Slack's goes through the store's outbox)."""
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
-        """Posts the message; returns where it lives (the incident's `chat_ref`), if known."""
+        """Posts the message; returns where it lives (the incident's `chat_ref`), if known.
+        `under`: the pool-wide incident this one is part of; the message goes in that
+        incident's thread, not in the channel (one channel message for a pool failure)."""
         ...
 
     def post_thread(self, incident: Incident, text: str) -> None:
@@ -413,6 +419,11 @@ class Chat(Protocol):
     def post_notice(self, text: str, monospace: bool = False) -> None:
         """Something with no incident: an alert that names no node, a sweep's finding, the
         digest. `monospace`: columns and a chart that only line up in a fixed-width font."""
+        ...
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        """What came of a request no incident holds (`/gpubot drain NODE`), told where it
+        was asked: under its proposal, so whoever asked and whoever approved read it."""
         ...
 
 

@@ -10,6 +10,7 @@ import yaml
 from bot.errors import InputError
 
 Path_ = tuple[str | int, ...]
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LocatedYaml:
@@ -34,14 +35,20 @@ def load_located(path: Path) -> LocatedYaml:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(str(path), exc.strerror or str(exc)) from exc
+    # One parse, in libyaml when PyYAML was built with it: the node tree gives the lines, the
+    # data is constructed from that same tree (parsing twice in pure Python was most of a
+    # small `gpubot diagnose`).
+    loader = _Loader(text)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise InputError(where, f"invalid YAML: {problem}") from exc
+    finally:
+        loader.dispose()
     lines: dict[Path_, int] = {(): 1}
     if root is not None:
         _walk(root, (), lines, path)

@@ -15,6 +15,8 @@ nobody issued is a 401 `Unauthorized`, as `WithAuthentication` answers), then RB
 (`gpusim.authorization`; a refusal is the 403 `WithAuthorization` writes). The simulator's
 own control endpoints are non-resource paths like any other: cluster-admin may call them.
 When it starts it writes what kube-apiserver's bootstrap hooks write (`gpusim.bootstrap_policy`).
+`audit()` is its audit log: every request with its user, RBAC verb, resource and status code,
+so a test can show that a ServiceAccount got no 401 or 403, or which permission a step used.
 
 It must never be reachable from anything but this machine: it binds 127.0.0.1 only.
 
@@ -35,8 +37,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -49,6 +53,7 @@ from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
 from gpusim import faults, kubelet, protobuf
 from gpusim.authorization import (
     ANONYMOUS,
+    Attributes,
     Policy,
     User,
     forbidden,
@@ -81,6 +86,33 @@ KUBERNETES_VERSION = {
 RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 UNAUTHORIZED = ApiError(401, "Unauthorized", "Unauthorized")
 """What `WithAuthentication` answers a request whose credentials nobody issued."""
+AUDIT_LIMIT = 100_000
+"""Requests `audit()` keeps, newest last: a drill's simulated hour stays within memory."""
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """One request as kube-apiserver's audit log has it at ResponseComplete (a watch: at
+    ResponseStarted): who, the RBAC verb and resource it was authorized as, and the status
+    code answered. `user` is "" for credentials nobody issued (the 401)."""
+
+    user: str
+    verb: str
+    group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    path: str
+    code: int
+
+    def __str__(self) -> str:
+        resource = f"{self.resource}.{self.group}" if self.group else self.resource
+        if self.subresource:
+            resource += f"/{self.subresource}"
+        where = f" -n {self.namespace}" if self.namespace else ""
+        what = f"{self.verb} {resource or self.path}{f' {self.name}' if self.name else ''}"
+        return f"{self.user or '?'}: {what}{where} -> {self.code}"
 
 
 def _resource_list(group: str, version: str) -> Json:
@@ -254,6 +286,8 @@ class SimulatedApiServer:
         self._policy: tuple[tuple[int, ...], Policy] | None = None
         self._tokens: tuple[int, dict[str, User]] | None = None
         self._policy_lock = threading.Lock()
+        self._audit: deque[AuditEvent] = deque(maxlen=AUDIT_LIMIT)
+        self._audit_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -403,11 +437,33 @@ class SimulatedApiServer:
             self._policy = (versions, compiled)
         return compiled
 
-    def _authorize(self, request: _Request, method: str, user: User) -> None:
-        attributes = request_attributes(user, method, request.path, request.query)
+    def _authorize(self, attributes: Attributes) -> None:
         allowed, reason = self.policy().authorize(attributes)
         if not allowed:
             raise forbidden(attributes, reason)
+
+    # ---- the audit log ------------------------------------------------------------------
+
+    def audit(self) -> list[AuditEvent]:
+        """Every request served so far (the newest AUDIT_LIMIT), oldest first: what a test
+        counts 401s and 403s in, or checks that a permission was used."""
+        with self._audit_lock:
+            return list(self._audit)
+
+    def _record(self, attributes: Attributes, code: int) -> None:
+        event = AuditEvent(
+            attributes.user.name,
+            attributes.verb,
+            attributes.api_group,
+            attributes.resource,
+            attributes.subresource,
+            attributes.namespace,
+            attributes.name,
+            attributes.path,
+            code,
+        )
+        with self._audit_lock:
+            self._audit.append(event)
 
     # ---- dispatch -----------------------------------------------------------------------
 
@@ -419,11 +475,15 @@ class SimulatedApiServer:
             stopping = ApiError(503, "ServiceUnavailable", "the simulated API server is stopping")
             self._send(handler, 503, json.dumps(stopping.status()).encode(), "application/json")
             return
+        # Until authenticated, the request is nobody's (a 401 names no user).
+        attributes = request_attributes(User(""), method, request.path, request.query)
         try:
             request.user = self._authenticate(handler)
-            self._authorize(request, method, request.user)
+            attributes = request_attributes(request.user, method, request.path, request.query)
+            self._authorize(attributes)
             if method == "GET" and request.query.get("watch") in ("1", "true"):
-                self._watch(request)
+                started = attributes
+                self._watch(request, lambda: self._record(started, 200))
                 return
             code, body = self._dispatch(request, method)
         except ApiError as exc:
@@ -433,6 +493,7 @@ class SimulatedApiServer:
                 500,
                 ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(),
             )
+        self._record(attributes, code)
         if isinstance(body, bytes):  # JSON already
             self._send(handler, code, body, "application/json")
         elif isinstance(body, str):
@@ -672,7 +733,7 @@ class SimulatedApiServer:
         ).encode()
         return head[:-1] + b', "items": [' + b", ".join(items) + b"]}"
 
-    def _watch(self, request: _Request) -> None:
+    def _watch(self, request: _Request, started: Callable[[], None]) -> None:
         route = _route(request.parts)
         if route is None or route[2]:
             raise ApiError(405, "MethodNotAllowed", "watch needs a collection")
@@ -711,6 +772,7 @@ class SimulatedApiServer:
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Transfer-Encoding", "chunked")
         handler.end_headers()
+        started()
 
         def chunk(data: Json) -> None:
             line = json.dumps(data).encode() + b"\n"

@@ -11,6 +11,7 @@ scenario (`gpusim.launching`); the snapshot itself stays as shipped."""
 from __future__ import annotations
 
 import json
+import random
 import sys
 from datetime import UTC, datetime, timedelta
 
@@ -113,6 +114,69 @@ def healthy_cluster(
         )
     )
     return {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": items}
+
+
+FLEET_FAULTS = ("zero-capacity", "xid-alert", "cordoned", "driver-drift", "not-ready")
+_FLEET_SHARES = list(zip(FLEET_FAULTS, (0.02, 0.04, 0.06, 0.065, 0.07), strict=True))
+"""Each fault with the upper end of its slice of [0, 1): 2%, 2%, 2%, 0.5%, 0.5% of the nodes."""
+
+
+def fleet_cluster(
+    gpu_nodes: int, pods_per_node: int = 13, seed: int = 18, now: datetime = FIXTURE_NOW
+) -> tuple[Json, Json]:
+    """A large `healthy_cluster` with about 2% of its GPU nodes broken in each of the first
+    three ways of `FLEET_FAULTS` and 0.5% in the last two (which nodes: drawn from `seed`),
+    every PDB at zero disruptions allowed; and the Alertmanager webhook payload of its Xid
+    alerts. The fleet benchmarks and the test holding diagnosis output unchanged share it."""
+    cluster = healthy_cluster(gpu_nodes, now, pods_per_node=pods_per_node)
+    draw = random.Random(seed)
+    alerts: list[Json] = []
+    for item in cluster["items"]:
+        if item["kind"] == "PodDisruptionBudget":
+            item["status"]["disruptionsAllowed"] = 0
+        if item["kind"] != "Node" or item["metadata"]["name"] == "cpu-1":
+            continue
+        roll = draw.random()
+        fault = next((f for f, below in _FLEET_SHARES if roll < below), None)
+        name = item["metadata"]["name"]
+        if fault == "zero-capacity":
+            item["status"]["allocatable"]["nvidia.com/gpu"] = "0"
+        elif fault == "xid-alert":
+            labels = {"alertname": "GPUXidError", "node": name, "gpu": "3", "xid": "48"}
+            alerts.append(
+                {
+                    "status": "firing",
+                    "labels": labels,
+                    "annotations": {},
+                    "startsAt": objects.ts(now - timedelta(minutes=10)),
+                    "fingerprint": f"xid-{name}",
+                }
+            )
+        elif fault == "cordoned":
+            item["spec"]["unschedulable"] = True
+            item["spec"]["taints"] = [
+                {
+                    "key": "node.kubernetes.io/unschedulable",
+                    "effect": "NoSchedule",
+                    "timeAdded": objects.ts(now - timedelta(hours=1)),
+                }
+            ]
+        elif fault == "driver-drift":
+            item["metadata"]["labels"]["nvidia.com/cuda.driver-version.full"] = "560.35.03"
+        elif fault == "not-ready":
+            for condition in item["status"]["conditions"]:
+                if condition["type"] == "Ready":
+                    condition["status"] = "Unknown"
+                    condition["reason"] = "NodeStatusUnknown"
+                    condition["message"] = "Kubelet stopped posting node status."
+    payload = {
+        "version": "4",
+        "status": "firing",
+        "receiver": "gpubot",
+        "groupKey": "{}:{}",
+        "alerts": alerts,
+    }
+    return cluster, payload
 
 
 def owning_jobs(items: list[Json]) -> list[Json]:

@@ -55,6 +55,7 @@ from slack_sdk.models.blocks import (
 from bot.chat.console import EVIDENCE_SHOWN
 from bot.chat.console import LABELS as CONSOLE_LABELS
 from bot.model import Action, ActionRequest, Diagnosis, Lang, Severity
+from bot.texts import stage_name
 
 APPROVE_ACTION = "gpubot.approve"
 DENY_ACTION = "gpubot.deny"
@@ -177,8 +178,8 @@ def _units(text: str) -> int:
 def fit(text: str, limit: int, *, escaped: bool = False) -> str:
     """`text` cut to at most `limit` UTF-16 units, ending in "…" when cut.
 
-    With `escaped`, the text is mrkdwn with `&amp;`-style entities; a cut never leaves half of
-    one."""
+    With `escaped`, the text is mrkdwn with `&amp;`-style entities, mentions and `LITERAL`s;
+    a cut never leaves half of one."""
     if _units(text) <= limit:
         return text
     room = limit - 1  # for the "…"
@@ -193,12 +194,54 @@ def fit(text: str, limit: int, *, escaped: bool = False) -> str:
         amp = cut.rfind("&")
         if amp != -1 and ";" not in cut[amp:]:
             cut = cut[:amp]
+        # Every `<` of escaped text opens a mention or a `LITERAL`: never cut one in half.
+        opened = cut.rfind("<")
+        if opened != -1 and ">" not in cut[opened:]:
+            cut = cut[:opened]
     return cut + "…"
 
 
-def escape(text: str) -> str:
-    """Text from the cluster into mrkdwn: `<`, `>` and `&` are Slack's control characters."""
+_FORMATTING = re.compile(r"[*_~`]+")
+_QUOTE_AT_LINE_START = re.compile(r"^&gt;", re.MULTILINE)
+_BACKTICKS = re.compile(r"(`+)")
+_CODE_BLOCK_FENCE = re.compile(r"``+")
+LITERAL = "<!date^00000000^{{_}}|{text}>"
+"""How mrkdwn shows characters as themselves: Slack has no escape for `*`, `_`, `~` and
+backticks, but it shows a date's fallback text as plain text, unformatted, when the date
+cannot be rendered, and `{_}` is no date token (the trick jsx-slack's `<Escape>` uses)."""
+
+
+def _entities(text: str) -> str:
+    """`&`, `<` and `>` as Slack asks them escaped: the characters of its links, mentions and
+    commands (`<!channel>`, `<!date^...>`, `<https://...|label>`)."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def escape(text: str) -> str:
+    """Text from outside (alert labels, object names, people's words) into mrkdwn, shown as
+    it is: `<`, `>` and `&` as entities, each run of `*`, `_`, `~` and backticks as a date's
+    fallback (`LITERAL`), and a `>` that starts a line kept from quoting by a soft hyphen."""
+    text = _FORMATTING.sub(lambda run: LITERAL.format(text=run.group(0)), _entities(text))
+    return _QUOTE_AT_LINE_START.sub("\u00ad&gt;", text)
+
+
+def code(text: str) -> str:
+    """Text from outside as inline code: within a code span nothing but entities is read, but
+    a backtick would end the span, so the text is split at each run of backticks and the run
+    is shown between the spans (escaped)."""
+    return "".join(
+        escape(part) if part.startswith("`") else f"`{_entities(part)}`"
+        for part in _BACKTICKS.split(text)
+        if part
+    )
+
+
+def code_block(text: str, limit: int) -> str:
+    """Text from outside inside a ```code block``` of at most `limit` units: entities only (a
+    block shows the rest as it is); a run of backticks inside, which could close the block,
+    is broken up by zero-width spaces."""
+    fenced = _CODE_BLOCK_FENCE.sub(lambda run: "\u200b".join(run.group(0)), _entities(text))
+    return f"```{fit(fenced, limit - 6, escaped=True)}```"
 
 
 def _mrkdwn(text: str, limit: int) -> MarkdownTextObject:
@@ -470,7 +513,8 @@ def diagnosis_blocks(
     labels = CONSOLE_LABELS[lang]
     text = _TEXT[lang]
     header = f"{_ICON[d.severity]} {text[d.severity.value]} · {subject(d, lang)} · {d.title}"
-    context = f"{escape(labels['stage'])}: *{d.stage.value}* · {text['rule']} `{escape(d.rule)}`"
+    stage = escape(stage_name(d.stage, lang))
+    context = f"{escape(labels['stage'])}: *{stage}* · {text['rule']} {code(d.rule)}"
     if d.expected:
         context += f" · _{text['expected']}_"
     blocks: list[Block] = [

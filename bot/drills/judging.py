@@ -193,11 +193,18 @@ def matches(expectation: Expectation, event: Event) -> bool:
     return False
 
 
+def channel_messages(record: Record) -> int:
+    """Diagnosis messages posted in the channel. Revisions are not new messages, and a node's
+    diagnosis posted in its pool-wide incident's thread is read there, under the one message
+    that tells the pool's story."""
+    return sum(1 for s in record.seen if s.kind == "diagnosis" and s.under is None)
+
+
 def judge(drill: Drill, record: Record) -> Verdict:
     story = events(record)
     expect = drill.expect
     verdict = Verdict(drill.drill)
-    verdict.messages = sum(1 for s in record.seen if s.kind == "diagnosis")
+    verdict.messages = channel_messages(record)
     verdict.incidents = len(record.incidents)
     verdict.reopened = sum(
         1 for entries in record.timelines.values() for entry in entries if reopened(entry)

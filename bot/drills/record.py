@@ -20,7 +20,9 @@ from typing import Literal
 from bot.model import Action, ActionRequest, Diagnosis, Incident, IncidentState
 from bot.ports import Chat
 
-SeenKind = Literal["diagnosis", "revision", "thread", "asked-again", "withdrawn", "notice"]
+SeenKind = Literal[
+    "diagnosis", "revision", "thread", "asked-again", "withdrawn", "notice", "outcome"
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Seen:
     text: str = ""
     resolved: bool = False
     """A thread line posted as its incident resolved (the resolve summary)."""
+    under: str | None = None
+    """A diagnosis posted in the thread of this (pool-wide) incident, not in the channel."""
 
 
 def _diagnosis_text(diagnosis: Diagnosis, requests: Sequence[ActionRequest]) -> str:
@@ -63,7 +67,11 @@ class RecordingChat:
             return list(self.seen)
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
         self._add(
             Seen(
@@ -74,9 +82,10 @@ class RecordingChat:
                 diagnosis.rule,
                 tuple(r.action for r in requests),
                 _diagnosis_text(diagnosis, requests),
+                under=under.id if under is not None else None,
             )
         )
-        return self.inner.post_diagnosis(incident, diagnosis, requests)
+        return self.inner.post_diagnosis(incident, diagnosis, requests, under)
 
     def post_thread(self, incident: Incident, text: str) -> None:
         resolved = incident.state is IncidentState.RESOLVED
@@ -130,3 +139,7 @@ class RecordingChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         self._add(Seen(self.clock(), "notice", None, None, text=text))
         self.inner.post_notice(text, monospace)
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        self._add(Seen(self.clock(), "outcome", None, request.node, text=text))
+        self.inner.post_result(request, text)

@@ -240,7 +240,8 @@ class Expect(_Strict):
     """How many incidents the drill leaves (one problem, one incident)."""
     first: First | None = None
     messages: int | None = None
-    """How many diagnosis messages were posted (revisions are not new messages)."""
+    """How many diagnosis messages were posted in the channel (revisions are not new
+    messages, nor a node's diagnosis posted in its pool-wide incident's thread)."""
     reopened: int | None = None
     """How many reopen cycles, over every incident (a steady problem: 0)."""
     wrong_proposal_window: Seconds | None = None

@@ -45,3 +45,14 @@ def read_scoped(cluster: Cluster, nodes: Collection[str]) -> Snapshot:
         pdbs=list(cluster.list("PodDisruptionBudget")),
         daemonsets=list(cluster.list("DaemonSet")),
     )
+
+
+def read_to_take_out(cluster: Cluster, node: str) -> Snapshot:
+    """What the last check before a cordon or drain needs, in two lists: every node (the
+    node itself, and its pool for the blast radius) and the node's pods (those a drain would
+    evict). Events, pending pods, PDBs and DaemonSets change no fact that check compares,
+    and a cordon has to come close to kubectl's one read."""
+    return Snapshot(
+        nodes=list(cluster.list("Node")),
+        pods=list(cluster.list("Pod", field_selector=f"spec.nodeName={node}")),
+    )

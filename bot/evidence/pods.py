@@ -267,7 +267,7 @@ def _blocking_pdbs(pod: Obj, index: Index) -> list[Obj]:
     labels = labels_of(pod)
     return [
         pdb
-        for pdb in index.pdbs_by_namespace.get(namespace_of(pod), [])
+        for pdb in index.pdb_candidates(namespace_of(pod), labels)
         if selector_matches(spec_of(pdb).get("selector"), labels)
         and int(status_of(pdb).get("disruptionsAllowed") or 0) <= 0
     ]

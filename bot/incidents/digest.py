@@ -19,10 +19,14 @@ starts another cycle of the same incident. The digest counts incidents, each onc
 - *resolved*: incidents recovered in the window: resolved as of `until`, their last resolve in
   the window, not superseded. One resolved in the window and reopened before `until` is not
   resolved: it is still going.
-- *superseded*: resolved so, but handed over to a better diagnosis of the same node: the
-  resolve's text starts with "superseded by incident" (what `DiagnosisPass` writes), or its
-  data names `superseded_by`. The problem goes on under the other incident: no recovery, and
-  not in the median.
+- *superseded*: incidents a better diagnosis of the same problem took over in the window,
+  each once however many times: the store's supersede entry (`superseded_in_place`), written
+  when a newer rule replaces the incident's rule in place. The incident goes on under the
+  new rule: it is still one incident, opened once, and recovers (or not) as one. A database
+  from before the supersede happened in place also holds incidents *resolved* as superseded
+  (the resolve's text starts with "superseded by incident", or its data names
+  `superseded_by`): those count here too, and their problem went on under another
+  incident, so they are no recovery and not in the median.
 - *time to recover*: per resolved incident, from its first open to its last resolve. A
   flapping incident recovers once, over all its cycles (each reopen came within the reopen
   window of a resolve: one problem that kept coming back), not once per cycle. The digest
@@ -48,7 +52,8 @@ starts another cycle of the same incident. The digest counts incidents, each onc
     the first such result). Nodes cordoned by hand or NotReady are missed, a node uncordoned
     by hand is kept: `still_out_note` says so.
 
-What it must never do: count one incident twice, or call a superseded incident recovered.
+What it must never do: count one incident twice, or call an incident handed to another (resolved
+as superseded) recovered.
 """
 
 from __future__ import annotations
@@ -63,7 +68,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.errors import InputError
-from bot.incidents.lifecycle import first_opened, reopened
+from bot.incidents.lifecycle import first_opened, reopened, superseded_in_place
 from bot.model import Action, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
 from bot.ports import Store
 
@@ -125,7 +130,8 @@ class Digest:
     flapped: int = 0
     """Incidents with a reopen cycle in the window."""
     superseded: int = 0
-    """Incidents whose last resolve, in the window, handed them to a better diagnosis."""
+    """Incidents a better diagnosis took over in the window (in place, or, in an older
+    database, by a resolve that handed them to another incident)."""
     out_notes: dict[str, tuple[OutNote, ...]] = field(default_factory=dict)
     """Per node of `still_out` read from the cluster: how it is out."""
     still_out_live: bool = False
@@ -157,21 +163,26 @@ class _Story:
     reopens: list[datetime]
     ended: TimelineEntry | None
     """The resolve it ends with, if it is resolved at the end of the timeline read."""
+    supersedes: list[datetime]
+    """When a better diagnosis took it over in place."""
 
 
 def _story(incident: Incident, entries: Sequence[TimelineEntry]) -> _Story:
     first: datetime | None = None
     reopens: list[datetime] = []
     ended: TimelineEntry | None = None
+    supersedes: list[datetime] = []
     for entry in entries:
         if first_opened(entry) and first is None:
             first = entry.at
         elif reopened(entry):
             reopens.append(entry.at)
             ended = None
+        elif superseded_in_place(entry):
+            supersedes.append(entry.at)
         elif entry.kind == "resolve":
             ended = entry
-    return _Story(first or incident.opened_at, reopens, ended)
+    return _Story(first or incident.opened_at, reopens, ended, supersedes)
 
 
 def _out_since(
@@ -276,11 +287,13 @@ def build_digest(
             by_rule[incident.rule] += 1
             if incident.node:
                 went_bad[incident.node] += int(new) + cycles
-        if story.ended is not None and story.ended.at >= since:
-            if is_superseded(story.ended):
-                superseded_n += 1
-            else:
-                recover_s.append((story.ended.at - story.first_open).total_seconds())
+        handed_over = story.ended is not None and is_superseded(story.ended)
+        if story.ended is not None and story.ended.at >= since and not handed_over:
+            recover_s.append((story.ended.at - story.first_open).total_seconds())
+        if any(at >= since for at in story.supersedes) or (
+            handed_over and story.ended is not None and story.ended.at >= since
+        ):
+            superseded_n += 1
 
         if out_of_service is not None:
             if about_out and incident.node and story.ended is None:

@@ -47,6 +47,16 @@ def reopened(entry: TimelineEntry) -> bool:
     )
 
 
+def superseded_in_place(entry: TimelineEntry) -> bool:
+    """A better diagnosis of the same problem taking the incident over (the store writes the
+    rule it replaced as `superseded`): the same incident goes on under the new rule."""
+    return (
+        entry.kind == "state"
+        and entry.data.get("to") == S.OPEN.value
+        and entry.data.get("superseded") is not None
+    )
+
+
 class IllegalTransition(GpubotError):
     def __init__(self, incident: str, current: S, target: S) -> None:
         allowed = ", ".join(sorted(s.value for s in TRANSITIONS[current])) or "nothing"

@@ -5,8 +5,10 @@ alone, so the summary can never claim what the timeline does not show.
 An incident that flapped (resolved, then reopened within the reopen window, maybe many times)
 has one summary, not one per cycle:
 
-- *seen*: each distinct "signal", "diagnosis" or "gate" line once, in the order first seen
-  (every reopen writes its diagnosis again: the same words are one observation);
+- *seen*: each distinct "signal" or "diagnosis" line once, in the order first seen (every
+  reopen writes its diagnosis again: the same words are one observation), then the health
+  gate's last verdict (the gate is checked again before an uncordon runs: one verdict, not
+  "passed" twice);
 - *reopened*: the reopen cycles (`from: resolved`, `to: open` in the timeline), said once
   ("reopened 3 times"); no line when it never reopened;
 - *decided* and *done*: every decision and every action, of every cycle (each happened);
@@ -30,6 +32,7 @@ from datetime import timedelta
 
 from bot.incidents.lifecycle import reopened
 from bot.model import Incident, IncidentState, Lang, TimelineEntry
+from bot.texts import state_name
 
 _LABELS = {
     Lang.EN: {
@@ -56,19 +59,6 @@ _LABELS = {
         "open": "仍未解决",
         "none": "无",
     },
-}
-
-_STATES_ZH = {
-    IncidentState.OPEN.value: "待处理",
-    IncidentState.DIAGNOSED.value: "已诊断",
-    IncidentState.AWAITING_APPROVAL.value: "等待审批",
-    IncidentState.APPROVED.value: "已批准",
-    IncidentState.DENIED.value: "已拒绝",
-    IncidentState.EXPIRED.value: "已过期",
-    IncidentState.EXECUTING.value: "执行中",
-    IncidentState.SUCCEEDED.value: "已成功",
-    IncidentState.FAILED.value: "失败",
-    IncidentState.RESOLVED.value: "已解决",
 }
 
 
@@ -114,9 +104,10 @@ def summarize(incident: Incident, entries: Sequence[TimelineEntry]) -> Summary:
     return Summary(
         incident=incident,
         duration=(resolved - incident.opened_at) if resolved else None,
-        seen=list(
-            dict.fromkeys(e.text for e in entries if e.kind in ("signal", "diagnosis", "gate"))
-        ),
+        seen=[
+            *dict.fromkeys(e.text for e in entries if e.kind in ("signal", "diagnosis")),
+            *[e.text for e in entries if e.kind == "gate"][-1:],
+        ],
         decided=[f"{e.actor}: {e.text}" for e in entries if e.kind in ("approval", "denial")],
         done=[e.text for e in entries if e.kind == "action-result"],
         outcome=incident.state.value,
@@ -144,11 +135,14 @@ def _times(n: int, lang: Lang) -> str:
 
 def _outcome(summary: Summary, lang: Lang) -> str:
     """The last cycle's end: `resolved: superseded by incident 7 (...)`."""
-    if lang is Lang.ZH:
-        state = _STATES_ZH.get(summary.outcome, summary.outcome)
-        return f"{state}：{summary.outcome_reason}" if summary.outcome_reason else state
-    state = summary.outcome
-    return f"{state}: {summary.outcome_reason}" if summary.outcome_reason else state
+    state = state_name(summary.outcome, lang)
+    if not summary.outcome_reason:
+        return state
+    return (
+        f"{state}：{summary.outcome_reason}"
+        if lang is Lang.ZH
+        else f"{state}: {summary.outcome_reason}"
+    )
 
 
 def summary_lines(summary: Summary, lang: Lang = Lang.EN) -> list[tuple[str, str]]:

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.incluster_config import InClusterConfigLoader
@@ -35,6 +36,7 @@ from bot.errors import (
     Conflict,
     EvictionBlocked,
     GpubotError,
+    InputError,
     NotFound,
     PermanentError,
     TemporaryError,
@@ -95,6 +97,29 @@ def _converted(what: str, outage: Outage | None = None) -> Iterator[None]:
         raise TemporaryError(f"{what}: {exc}") from exc
     if outage is not None:
         outage.up()
+
+
+@contextmanager
+def _unusable_config(where: str) -> Iterator[None]:
+    """A kubeconfig or ServiceAccount that cannot be used is the person's input to fix: one
+    line naming it, not the loader's traceback."""
+    try:
+        yield
+    except (
+        config.ConfigException,
+        yaml.YAMLError,
+        OSError,
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as exc:
+        # A YAML file that is no kubeconfig fails inside the loader as whatever it tripped on.
+        raise InputError(
+            where,
+            # One line: a YAML error spans several.
+            f"cannot be used: {' '.join(str(exc).split())} (give --kubeconfig FILE, --kube-url "
+            "URL or --in-cluster)",
+        ) from None
 
 
 def _configured(configuration: client.Configuration) -> client.Configuration:
@@ -186,11 +211,15 @@ class KubeCluster:
         cls, path: Path | None = None, context: str | None = None, request_timeout_s: float = 10.0
     ) -> KubeCluster:
         configuration = client.Configuration()
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(path) if path else None,
-            context=context,
-            client_configuration=configuration,
-        )
+        shown = str(path) if path else os.environ.get("KUBECONFIG") or "~/.kube/config"
+        if path is not None and not path.is_file():
+            raise InputError(f"kubeconfig {path}", "no such file")
+        with _unusable_config(f"kubeconfig {shown}"):
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(path) if path else None,
+                context=context,
+                client_configuration=configuration,
+            )
         return cls(client.ApiClient(_configured(configuration)), request_timeout_s)
 
     @classmethod
@@ -201,13 +230,14 @@ class KubeCluster:
         per ServiceAccount, see docs/simulator.md)."""
         configuration = client.Configuration()
         directory = os.environ.get(SERVICEACCOUNT_DIR_ENV)
-        if directory:
-            InClusterConfigLoader(  # type: ignore[no-untyped-call]
-                token_filename=str(Path(directory) / "token"),
-                cert_filename=str(Path(directory) / "ca.crt"),
-            ).load_and_set(client_configuration=configuration)
-        else:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        with _unusable_config("--in-cluster"):
+            if directory:
+                InClusterConfigLoader(  # type: ignore[no-untyped-call]
+                    token_filename=str(Path(directory) / "token"),
+                    cert_filename=str(Path(directory) / "ca.crt"),
+                ).load_and_set(client_configuration=configuration)
+            else:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(_configured(configuration)), request_timeout_s)
 
     def unreachable(self, timeout_s: float = 2.0) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from bot.config import Settings
 from bot.errors import PermanentError
 
 
@@ -79,8 +80,11 @@ class MissingPermissions(PermanentError):
         self.missing = missing
 
 
-def required(lease_namespace: str, lease_name: str) -> list[Permission]:
-    """Every permission `gpubot serve` uses."""
+def required(settings: Settings) -> list[Permission]:
+    """Every permission `gpubot serve` uses with these settings: the leader Lease where
+    `serve` puts it, and the smoke-test pods where `remediation.smoke_test` runs them (only
+    when it is on)."""
+    lease_namespace, lease_name = settings.serve.lease_namespace, settings.serve.lease_name
     permissions = [
         Permission(verb, "", "nodes", "diagnose nodes; cordon, uncordon, annotate them")
         for verb in ("get", "list", "watch", "patch")
@@ -118,18 +122,36 @@ def required(lease_namespace: str, lease_name: str) -> list[Permission]:
         )
         for verb in ("get", "update")
     ]
+    smoke = settings.remediation.smoke_test
+    if smoke.enabled:
+        # Reading the pod back is `get pods`, granted everywhere above.
+        permissions += [
+            Permission(
+                verb, "", "pods", "the health gate's smoke-test pod", namespace=smoke.namespace
+            )
+            for verb in ("create", "delete")
+        ]
+        permissions.append(
+            Permission(
+                "get",
+                "",
+                "pods",
+                "what nvidia-smi -L printed in the smoke-test pod",
+                subresource="log",
+                namespace=smoke.namespace,
+            )
+        )
     return permissions
 
 
 def check_permissions(
     cluster: AccessReviewer,
-    lease_namespace: str,
-    lease_name: str,
+    settings: Settings,
     user: str = "",
     permissions: Iterable[Permission] | None = None,
 ) -> None:
     """Raise MissingPermissions naming every permission the API server refuses."""
-    wanted = list(permissions) if permissions is not None else required(lease_namespace, lease_name)
+    wanted = list(permissions) if permissions is not None else required(settings)
     missing = [
         p
         for p in wanted

@@ -34,6 +34,7 @@ from bot.ports import Chat, Cluster, Store
 from bot.remediate.blast_radius import out_of_service
 from bot.remediate.decisions import Outcome
 from bot.remediate.executor import Executor
+from bot.texts import say
 
 log = logging.getLogger("gpubot.duties")
 
@@ -118,10 +119,10 @@ class LeaderDuties:
 
     def follow_up(self) -> None:
         """What time alone changes, within seconds: held proposals whose settle window
-        passed and absent problems that stayed away long enough (a pass about their nodes
-        decides), requests refused for a reason that has cleared (offered again, new
-        buttons), and repaired nodes gpubot took out (the health gate, then an uncordon or
-        the items still blocking it)."""
+        passed, absent problems that stayed away long enough and messages whose revision
+        waited for the pace (a pass about their nodes decides), requests refused for a
+        reason that has cleared (offered again, new buttons), and repaired nodes gpubot
+        took out (the health gate, then an uncordon or the items still blocking it)."""
         if not self.is_leader():
             return
         now = self.clock()
@@ -148,6 +149,8 @@ class LeaderDuties:
                 self._reoffer(incident)
             elif incident.state is IncidentState.SUCCEEDED and incident.absent_since is not None:
                 self._back_to_service(incident)
+        # Messages with a change held back by the revision pace: the pass that revises them.
+        due |= self.passes.told.due(now)
         if self.passes.due_at is not None and self.passes.due_at <= now:
             self.passes.due_at = None
             due.add(None)
@@ -180,14 +183,13 @@ class LeaderDuties:
         requests, gate = offered
         incident = self.store.incident(incident_id)
         if gate.passed:
-            note = f"repaired: the health gate passes for {gate.node}; put it back into service?"
+            note = say(self.settings.lang, "duty.repaired", node=gate.node)
             self.chat.revise_diagnosis(incident, diagnosis, requests, note)
             return
         blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
         self.chat.post_thread(
             incident,
-            f"repaired, but the health gate still fails for {gate.node}: {blocking}. "
-            "The uncordon is offered once it passes",
+            say(self.settings.lang, "duty.repaired_failing", node=gate.node, blocking=blocking),
         )
 
     def expire_requests(self) -> list[Incident]:
@@ -201,13 +203,11 @@ class LeaderDuties:
                     IncidentState.EXPIRED,
                     GPUBOT,
                     now,
-                    "every proposal expired without a decision",
+                    say(self.settings.lang, "duty.expired"),
                 )
             except (StateChanged, IllegalTransition):
                 continue  # decided a moment ago: not expired after all
-            self.chat.post_thread(
-                done, "the proposals expired without a decision; ask again with /gpubot"
-            )
+            self.chat.post_thread(done, say(self.settings.lang, "duty.expired_ask"))
             expired.append(done)
         return expired
 

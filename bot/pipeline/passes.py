@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from bot.clock import Clock
 from bot.config import Settings
 from bot.diagnose import NodeMatches, diagnose
-from bot.errors import StateChanged
+from bot.errors import RuleError, StateChanged
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.metrics import GpuEvidence
@@ -41,11 +41,13 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.names import GPUBOT
+from bot.pipeline.told import Told
 from bot.ports import Chat, Cluster, SignalStore, Store
 from bot.process.telemetry import Telemetry
 from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.understanding import with_prometheus_xids
+from bot.texts import say
 
 log = logging.getLogger("gpubot.passes")
 
@@ -181,6 +183,10 @@ class DiagnosisPass:
         self._facts_seen: dict[str, tuple[str, NodeFacts]] = {}
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._matches = NodeMatches()
+        self.told = Told(settings.thresholds.revise_every_s)
+        """What each open incident's message states, so a change is revised in place."""
+        self._rule_errors: set[tuple[str, str]] = set()
+        """(rule, what failed where) already logged and counted, while it still fails."""
         self._firing = FiringAlerts(store)
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
@@ -192,17 +198,6 @@ class DiagnosisPass:
         incidents; post what is new. Returns the incidents opened or reopened. A pass is
         about the batch's nodes when it names only a few (or about `nodes` when given, and
         few enough), else about the whole cluster."""
-        for signal in batch:
-            if signal.node is None and signal.source == "alertmanager":
-                self.chat.post_notice(
-                    f"alert {signal.name} ({signal.status}) names no node: node unknown. "
-                    f"Its labels: {', '.join(f'{k}={v}' for k, v in sorted(signal.labels.items()))}"
-                )
-            if signal.truncated_alerts:
-                self.chat.post_notice(
-                    f"Alertmanager truncated {signal.truncated_alerts} alert(s) of group "
-                    f"{signal.group_key or '?'}: raise max_alerts or look in Alertmanager"
-                )
         with self._lock:
             opened = self._run(batch, nodes)
             if (_scope(batch) if nodes is None else _few(nodes)) is None:
@@ -235,14 +230,25 @@ class DiagnosisPass:
             self.due_at = self._next_due(facts, now)
         # Other nodes' facts are as last found (or lack their pods): they count toward the
         # pool rules, and their own diagnoses wait for a pass about them.
-        diagnoses = diagnose(
+        diagnosed = diagnose(
             facts, signals, self.rules, self.settings, only_nodes=scope, earlier=self._matches
-        ).diagnoses
+        )
+        self._tell_rule_errors(diagnosed.errors)
+        diagnoses = diagnosed.diagnoses
         open_here = self._open_by_subject()
+        self.told.forget({i.id for here in open_here.values() for i in here})
         opened: list[Incident] = []
         recorded: list[tuple[Diagnosis, Incident]] = []
         seen: set[str] = set()
-        for found in diagnoses:
+        halted = {
+            i.pool: i
+            for here in open_here.values()
+            for i in here
+            if i.node is None and i.pool and i.chat_ref and self._halts(i.rule)
+        }
+        # Pool diagnoses first: a pool-wide failure's message is the one the messages of its
+        # nodes go under (one message in the channel for the pool, not one per node).
+        for found in sorted(diagnoses, key=lambda d: d.node is not None):
             if self.evidence is not None and found.node:
                 found = found.model_copy(
                     update={"evidence": [*found.evidence, *self.evidence(found.node)]}
@@ -251,6 +257,7 @@ class DiagnosisPass:
             if keeper is not None:
                 seen.add(keeper.id)  # the problem is still there; its incident tells it better
                 continue
+            self._know_what_it_says(open_here.get(found.subject, []), found.rule)
             result = self.store.record_diagnosis(
                 self.settings.cluster,
                 found,
@@ -262,14 +269,33 @@ class DiagnosisPass:
             recorded.append((found, result.incident))
             if result.change == "updated":
                 self._release_if_due(result.incident, found, facts, now)
+                self._revise_if_stale(result.incident, found, now)
                 continue
             opened.append(result.incident)
-            self._tell(result, found, facts, now)
+            under = halted.get(found.pool or "") if found.node else None
+            told = self._tell(result, found, facts, now, under)
+            if found.node is None and found.pool and told.chat_ref and self._halts(found.rule):
+                halted[found.pool] = told
         self._group_under_pools(recorded, facts.nodes)
         self._resolve_gone(batch, seen, facts.nodes, now, scope)
         if self.telemetry is not None:
             self.telemetry.incidents_open.set(self.store.count_incidents(OPEN))
         return opened
+
+    def _tell_rule_errors(self, errors: Sequence[RuleError]) -> None:
+        """A rule that starts failing on subjects is one log line (however many subjects)
+        and counts each subject once while it keeps failing: every pass evaluates it again.
+        A failure that comes back after a pass without it is told again."""
+        failing = {(e.rule_id or "?", e.message) for e in errors}
+        new: dict[str, list[str]] = {}
+        for rule, message in sorted(failing - self._rule_errors):
+            new.setdefault(rule, []).append(message)
+        for rule, messages in new.items():
+            more = f" (and {len(messages) - 1} more subject(s))" if len(messages) > 1 else ""
+            log.warning("rule %s could not be evaluated %s%s", rule, messages[0], more)
+            if self.telemetry is not None:
+                self.telemetry.rule_errors.labels(rule=rule).inc(len(messages))
+        self._rule_errors = failing
 
     def _open_by_subject(self) -> dict[str, list[Incident]]:
         found: dict[str, list[Incident]] = {}
@@ -286,10 +312,22 @@ class DiagnosisPass:
         better = self.rules.explained_by(rule) | self.rules.same_problem(rule)
         return next((i for i in open_here if i.rule in better), None)
 
-    def _tell(self, result: Recorded, found: Diagnosis, facts: ClusterFacts, now: datetime) -> None:
+    def _halts(self, rule: str) -> bool:
+        spec = self.rules.spec(rule)
+        return spec is not None and spec.halts_node_remediation
+
+    def _tell(
+        self,
+        result: Recorded,
+        found: Diagnosis,
+        facts: ClusterFacts,
+        now: datetime,
+        under: Incident | None = None,
+    ) -> Incident:
         """A new, reopened or superseded incident: its diagnosis in the timeline, its proposals
         (or held, when a better diagnosis is likely to follow), its message posted or
-        revised in place (the same thread for its whole life)."""
+        revised in place (the same thread for its whole life). `under`: the pool-wide
+        incident whose thread a new node incident's message goes in."""
         incident = result.incident
         self.store.append(
             TimelineEntry(
@@ -318,30 +356,45 @@ class DiagnosisPass:
             self._settle_state(incident.id, now)
         incident = self.store.incident(incident.id)
         if result.change == "new":
-            ref = self.chat.post_diagnosis(incident, found, requests)
+            ref = self.chat.post_diagnosis(incident, found, requests, under)
             if ref:
                 self.store.set_chat_ref(incident.id, ref)
+                incident = incident.model_copy(update={"chat_ref": ref})
         else:
             for request in self._withdrawn_now(incident.id, now):
-                self.chat.withdraw(incident, request, f"superseded by {found.rule}")
+                self.chat.withdraw(
+                    incident,
+                    request,
+                    say(self.settings.lang, "pass.superseded_by", rule=found.rule),
+                )
             if result.change == "superseded":
-                note = (
-                    f"a better diagnosis of the same problem: {result.replaced} → {found.rule} "
-                    f"({found.title}); the earlier proposals are withdrawn"
+                note = say(
+                    self.settings.lang,
+                    "pass.superseded",
+                    old=result.replaced,
+                    rule=found.rule,
+                    title=found.title,
                 )
             else:
-                note = f"came back (reopened {incident.reopened}×): {found.title}"
+                note = say(
+                    self.settings.lang, "pass.came_back", n=incident.reopened, title=found.title
+                )
             self.chat.revise_diagnosis(incident, found, requests, note)
+        self.told.said(incident.id, found, now)
         if held and incident.held_until is not None:
             self.chat.post_thread(
                 incident,
-                f"proposals held until {incident.held_until:%H:%M:%S} UTC: the alert that says "
-                f"why usually follows within {settle_s} s; if nothing better comes, they are "
-                "proposed then",
+                say(
+                    self.settings.lang,
+                    "pass.held",
+                    until=f"{incident.held_until:%H:%M:%S}",
+                    settle_s=settle_s,
+                ),
             )
         if self.telemetry is not None:
             self.telemetry.diagnoses_posted.inc()
         self.on_diagnosis(incident, found)
+        return incident
 
     def _settle_state(self, incident_id: str, now: datetime) -> None:
         """No proposal (now): the incident is diagnosed, not waiting for anyone."""
@@ -376,9 +429,48 @@ class DiagnosisPass:
                 self.store.incident(incident.id),
                 found,
                 requests,
-                f"no better diagnosis came within {self.settings.thresholds.settle_s} s: "
-                "proposing now",
+                say(
+                    self.settings.lang, "pass.released", settle_s=self.settings.thresholds.settle_s
+                ),
             )
+            self.told.said(incident.id, found, now)
+
+    def _know_what_it_says(self, open_here: Sequence[Incident], rule: str) -> None:
+        """An incident this process has not told yet (a restart, another replica posted it):
+        its message states the stored diagnosis, read before this pass overwrites it."""
+        same = next((i for i in open_here if i.rule == rule), None)
+        if same is None or not same.chat_ref or self.told.knows(same.id):
+            return
+        stored = self.store.diagnosis(same.id)
+        if stored is not None:
+            self.told.said(same.id, stored, None)
+
+    def _revise_if_stale(self, incident: Incident, found: Diagnosis, now: datetime) -> None:
+        """The message no longer states what blocks the drain (a pod gone, a budget freed, a
+        new blocker): revised in place, the change said in its thread and timeline, with
+        the buttons of the requests still undecided."""
+        if not incident.chat_ref:
+            return
+        revision = self.told.revision(incident.id, found, now, self.settings.lang)
+        if revision is None:
+            return
+        self.store.append(
+            TimelineEntry(
+                incident=incident.id,
+                at=now,
+                actor=GPUBOT,
+                kind="note",
+                text=revision.note,
+                data={"updated": {"gone": list(revision.gone), "new": list(revision.new)}},
+            )
+        )
+        undecided = [
+            r
+            for r in self.store.requests(incident.id)
+            if self.store.execution(r.id) is None and now < r.expires_at
+        ]
+        self.chat.revise_diagnosis(incident, found, undecided, revision.note)
+        self.told.said(incident.id, found, now)
 
     def _follow_up(self, arrived: list[Signal], scope: frozenset[str] | None) -> None:
         """Signals split during a pass that the pass does not cover (a node outside its scope)
@@ -443,8 +535,13 @@ class DiagnosisPass:
                     at=self.clock(),
                     actor=GPUBOT,
                     kind="note",
-                    text=f"part of pool-wide incident {parent.id} "
-                    f"({parent.rule}, pool {node.pool})",
+                    text=say(
+                        self.settings.lang,
+                        "pass.part_of",
+                        id=parent.id,
+                        rule=parent.rule,
+                        pool=node.pool,
+                    ),
                     data={"parent": parent.id},
                 )
             )
@@ -479,8 +576,7 @@ class DiagnosisPass:
                             at=now,
                             actor=GPUBOT,
                             kind="note",
-                            text=f"its alert resolved, but {incident.rule} still matches: "
-                            "the incident stays open",
+                            text=say(self.settings.lang, "pass.still_matches", rule=incident.rule),
                         )
                     )
                 continue
@@ -494,8 +590,12 @@ class DiagnosisPass:
             try:
                 self.resolve(
                     incident.id,
-                    f"{incident.rule} no longer matches: the symptom has been gone since "
-                    f"{since:%H:%M:%S} UTC",
+                    say(
+                        self.settings.lang,
+                        "pass.gone",
+                        rule=incident.rule,
+                        since=f"{since:%H:%M:%S}",
+                    ),
                 )
             except StateChanged:
                 continue  # its approval started acting meanwhile: the action's end decides
@@ -529,7 +629,7 @@ class DiagnosisPass:
             ):
                 self.chat.withdraw(done, request, execution.detail)
         if not summary:
-            self.chat.post_thread(done, f"resolved: {why}")
+            self.chat.post_thread(done, say(self.settings.lang, "pass.resolved", why=why))
             return done
         told = summary_lines(summarize(done, self.store.timeline(incident_id)), self.settings.lang)
         self.chat.post_thread(done, "\n".join(f"{label}: {text}" for label, text in told))

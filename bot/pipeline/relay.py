@@ -1,5 +1,6 @@
 """Decisions in, answers out: a click, a slash command or `gpubot approve` reaches the executor
-here, and what came of it goes to the incident's thread.
+here, and what came of it goes to the incident's thread (or, for a request no incident holds,
+where it was asked).
 
 Why it exists: every replica takes clicks, but only the leader acts; and what a person did
 belongs in the incident's story, while a refused or repeated click is that person's business
@@ -74,7 +75,8 @@ class DecisionRelay:
         self.chat.post_thread(incident, entry.text)
 
     def tell(self, request_id: str, outcome: Outcome) -> None:
-        """Into the incident's thread go decisions and results."""
+        """Into the incident's thread go decisions and results; a request no incident holds
+        has them told where it was asked (`Chat.post_result`)."""
         if outcome.status in PRIVATE:
             return
         try:
@@ -90,3 +92,5 @@ class DecisionRelay:
             self.chat.ask_again(incident, request, outcome.new_request, outcome.message)
         elif incident is not None:
             self.chat.post_thread(incident, outcome.message)
+        else:
+            self.chat.post_result(request, outcome.message)

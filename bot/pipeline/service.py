@@ -1,10 +1,11 @@
 """The running bot as the edges see it: the webhook and the watches hand signals in, the chat
 hands decisions in, the scheduler calls the leader's duties.
 
-`gpubot serve` builds one `Service` per process from four parts, each its own module: the
-intake worker (`worker`), the diagnosis pass (`passes`), the decision relay (`relay`) and the
-leader's duties (`duties`). Every replica takes webhooks and clicks; what acts — executions,
-resumes, sweeps — runs only while `is_leader()` says so.
+`gpubot serve` builds one `Service` per process from five parts, each its own module: the
+intake worker (`worker`), the notices about alerts no incident holds (`notices`), the
+diagnosis pass (`passes`), the decision relay (`relay`) and the leader's duties (`duties`).
+Every replica takes webhooks and clicks; what acts — executions, resumes, sweeps — runs only
+while `is_leader()` says so.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from bot.config import Settings
 from bot.evidence.metrics import GpuEvidence
 from bot.model import Diagnosis, Incident, Signal, TimelineEntry
 from bot.pipeline.duties import LeaderDuties
+from bot.pipeline.notices import tell_notices
 from bot.pipeline.passes import DiagnosisPass, EvidenceLines
 from bot.pipeline.relay import DecisionRelay
 from bot.pipeline.worker import Worker
@@ -29,7 +31,7 @@ from bot.sources.alertmanager.inbox import Inbox
 
 
 class Service:
-    """Owns the four parts and their wiring, nothing else: no state of its own, so that every
+    """Owns the parts and their wiring, nothing else: no state of its own, so that every
     path in (a webhook, a click, a tick) reaches the one part that does the job. It must never
     act on a node itself (the executor does, after approval, on the leader)."""
 
@@ -55,7 +57,8 @@ class Service:
         self.executor = executor
         self.telemetry = telemetry
         self.inbox = inbox
-        self.worker = Worker(self._handle, self.take_deliveries)
+        self.chat = chat
+        self.worker = Worker(self._handle, self.take_deliveries, announce=self._announce)
         self.passes = DiagnosisPass(
             settings=settings,
             rules=rules,
@@ -89,6 +92,9 @@ class Service:
 
     def _handle(self, batch: list[Signal]) -> None:
         self.passes.run(batch)
+
+    def _announce(self, batch: Sequence[Signal]) -> None:
+        tell_notices(self.chat, batch, self.settings.lang)
 
     # ---- intake ---------------------------------------------------------------------------
 
@@ -126,6 +132,8 @@ class Service:
     def process(
         self, batch: Sequence[Signal], nodes: frozenset[str] | None = None
     ) -> list[Incident]:
+        """One batch as the worker takes it: its notices, then its diagnosis pass."""
+        self._announce(batch)
         return self.passes.run(batch, nodes)
 
     def resolve(self, incident_id: str, why: str, *, summary: bool = True) -> Incident:

@@ -5,8 +5,13 @@ Why it exists: Alertmanager must have its answer in milliseconds, and a pass rea
 (tens to hundreds of milliseconds). Everything handed over was stored first, so a crash here
 loses nothing: the next start or sweep takes it up from the store.
 
-What it must never do: block the caller handing work over (the webhook's event loop), or let
-one bad batch end the thread.
+A batch that fails for a reason that passes (the Kubernetes API or the store unreachable:
+`TemporaryError`) is tried again, 0.5 s after, doubling up to every 5 s, until it goes through:
+an alert that came during an outage is diagnosed seconds after the outage ends, not at the
+next sweep. The log says once that diagnosis is paused, and once that it goes on.
+
+What it must never do: block the caller handing work over (the webhook's event loop), let
+one bad batch end the thread, or give up on a batch only because a peer is away.
 """
 
 from __future__ import annotations
@@ -18,7 +23,17 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_when_event_set,
+    wait_exponential,
+)
+
+from bot.errors import TemporaryError
 from bot.model import Signal
+from bot.process.health import Outage
 
 log = logging.getLogger("gpubot.worker")
 
@@ -26,6 +41,12 @@ QUIET_S = 0.05
 MAX_LAG_S = 2.0
 """A burst of webhooks is diagnosed once Alertmanager has been quiet for `QUIET_S`, or when
 the oldest of it has waited `MAX_LAG_S` (`Worker._gather`)."""
+
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 5.0
+"""A batch that failed on a `TemporaryError` is tried again after `RETRY_FIRST_S`, the wait
+doubling up to `RETRY_MAX_S`: an outage's end is noticed within seconds, and a long one costs
+a try every few seconds."""
 
 Item = list[Signal] | Literal["deliveries"] | None
 """Signals already stored, "deliveries" (a webhook body is stored: split it), or None (stop)."""
@@ -40,11 +61,18 @@ class Worker:
         self,
         handle: Callable[[list[Signal]], object],
         take_deliveries: Callable[[], list[Signal]],
+        announce: Callable[[list[Signal]], object] = lambda _batch: None,
     ) -> None:
+        """`announce`: what is told about a batch before `handle`, once however often
+        `handle` is tried (notices, which need no cluster)."""
         self.handle = handle
         self.take_deliveries = take_deliveries
+        self.announce = announce
         self._queue: queue.Queue[Item] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.paused = Outage("diagnosis", log, down_as="paused", up_as="goes on")
+        """Whether batches are waiting on a peer that is away; told once each way."""
 
     def put(self, signals: list[Signal]) -> None:
         """Signals already stored (the watches', or ones a pass leaves for the next)."""
@@ -61,6 +89,7 @@ class Worker:
 
     def stop(self) -> None:
         if self._thread is not None:
+            self._stopping.set()  # a batch waiting to be tried again is left to the store
             self._queue.put(None)
             self._thread.join(timeout=30)
 
@@ -78,15 +107,45 @@ class Worker:
             stopping = None in pending
             batch = [s for item in pending if isinstance(item, list) for s in item]
             try:
-                if "deliveries" in pending:
-                    batch += self.take_deliveries()
-                if batch:
-                    self.handle(batch)
+                self._through(batch, split="deliveries" in pending)
+            except TemporaryError as error:  # only when stopping: the store keeps them
+                log.info("stopped with %d signal(s) not diagnosed: %s", len(batch), error)
             except Exception:  # the worker must outlive one bad batch
                 log.exception("processing %d signal(s) failed", len(batch))
             if stopping:
                 return
             ended = time.monotonic()
+
+    def _through(self, batch: list[Signal], *, split: bool) -> None:
+        """The batch (and, with `split`, the deliveries stored meanwhile) through `handle`,
+        tried again while it fails on a peer that is away, until it goes through or the
+        worker stops."""
+        announced = False
+        for attempt in Retrying(
+            retry=retry_if_exception_type(TemporaryError),
+            wait=wait_exponential(multiplier=RETRY_FIRST_S, max=RETRY_MAX_S),
+            stop=stop_when_event_set(self._stopping),
+            sleep=self._wait,
+            before_sleep=self._pause,
+            reraise=True,
+        ):
+            with attempt:
+                if split:
+                    batch += self.take_deliveries()
+                    split = False
+                if batch and not announced:
+                    self.announce(batch)
+                    announced = True
+                if batch:
+                    self.handle(batch)
+        self.paused.up()
+
+    def _wait(self, seconds: float) -> None:
+        self._stopping.wait(seconds)  # stop() cuts the wait short
+
+    def _pause(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        self.paused.down(str(error)[:200])
 
     def _gather(self, first: Item, last_pass_ended: float) -> list[Item]:
         """What the next pass takes. A webhook that finds the worker idle is diagnosed at

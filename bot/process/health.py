@@ -34,9 +34,11 @@ class Outage:
         clock: Callable[[], float] = time.monotonic,
         *,
         down_as: str = "unavailable",
+        up_as: str = "answers again",
     ) -> None:
         self.what = what
         self.down_as = down_as
+        self.up_as = up_as
         self.logger = logger
         self.clock = clock
         self._lock = threading.Lock()
@@ -73,7 +75,7 @@ class Outage:
             lasted = self.clock() - self._since
             self._since = None
             self._reason = None
-        self.logger.info("%s answers again after %.0f s", self.what, lasted)
+        self.logger.info("%s %s after %.0f s", self.what, self.up_as, lasted)
         return True
 
 

@@ -201,6 +201,8 @@ def server_config(
         host=host,
         port=port,
         log_level="warning",
+        # Its records go through the process's log (`bot.process.logs`), not a format of its own.
+        log_config=None,
         lifespan="off",
         http=protocol,
         timeout_keep_alive=keep_alive_s,

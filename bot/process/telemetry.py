@@ -70,6 +70,21 @@ class Telemetry:
         self.diagnoses_posted = Counter(
             "gpubot_diagnoses_posted_total", "Diagnoses handed to the chat.", registry=r
         )
+        self.rule_errors = Counter(
+            "gpubot_rule_errors_total",
+            "Rules that could not be evaluated on a subject (CEL budget, type), by rule: "
+            "counted once each time a rule starts failing on a subject. That rule gives no "
+            "diagnosis there; every other rule and subject is diagnosed as usual.",
+            ["rule"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            "gpubot_leader",
+            "1 on the replica that holds the leader Lease (runs actions, schedule, Slack "
+            "delivery), 0 on the others; by the replica's identity in the Lease.",
+            ["identity"],
+            registry=r,
+        )
         self.actions = Counter(
             "gpubot_actions_total",
             "Remediation actions, by action and outcome.",

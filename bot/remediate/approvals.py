@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from bot.config import ActionPolicy, ApprovalPolicy
-from bot.model import Action, ActionRequest, NodeFacts, Vote
+from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
+from bot.model import Action, ActionRequest, Lang, NodeFacts, Vote
 
 Judgement = Literal["refused", "need-another", "approved"]
 
@@ -63,9 +63,49 @@ def new_request(
     )
 
 
+def _names(policy: ActionPolicy | DenyPolicy) -> list[str]:
+    return [f"@{g}" for g in policy.groups] + policy.users
+
+
 def _who(policy: ActionPolicy) -> str:
-    names = [f"@{g}" for g in policy.groups] + policy.users
-    return ", ".join(names) or "nobody is configured"
+    return ", ".join(_names(policy)) or "nobody is configured"
+
+
+def _allowed(
+    person: str, policy: ActionPolicy | DenyPolicy, groups_of: Callable[[str], set[str]]
+) -> bool:
+    return person in policy.users or bool(groups_of(person) & set(policy.groups))
+
+
+_DENY_REFUSED = {
+    Lang.EN: "you are not allowed to deny {action} on {node} (may deny it: {who})",
+    Lang.ZH: "你无权拒绝对 {node} 的 {action}（可以拒绝的人：{who}）",
+}
+_NOBODY = {Lang.EN: "nobody is configured", Lang.ZH: "未配置任何人"}
+_LIST_SEPARATOR = {Lang.EN: ", ", Lang.ZH: "、"}
+
+
+def deny_refusal(
+    request: ActionRequest,
+    person: str,
+    policy: ApprovalPolicy,
+    groups_of: Callable[[str], set[str]],
+    lang: Lang,
+) -> str | None:
+    """Why `person` may not deny `request` (saying who may), or None when they may: those
+    who may approve it, whoever asked for it, and the policy's `deny` set. A deny ends the
+    request for good, so a stranger's would take the decision from the rightful approvers."""
+    rule = policy.for_request(request)
+    if (
+        person == request.requested_by
+        or _allowed(person, rule, groups_of)
+        or _allowed(person, policy.deny, groups_of)
+    ):
+        return None
+    names = list(dict.fromkeys([*_names(rule), *_names(policy.deny)]))
+    action = f"{request.action.value}{' --force' if request.force else ''}"
+    who = _LIST_SEPARATOR[lang].join(names) or _NOBODY[lang]
+    return _DENY_REFUSED[lang].format(action=action, node=request.node, who=who)
 
 
 def approvals_needed(policy: ApprovalPolicy, request: ActionRequest) -> int:
@@ -90,8 +130,7 @@ def decide(
         return Decision(
             "refused", f"this request expired at {request.expires_at:%H:%M:%S} UTC; ask again"
         )
-    allowed = approver in rule.users or bool(groups_of(approver) & set(rule.groups))
-    if not allowed:
+    if not _allowed(approver, rule, groups_of):
         return Decision("refused", f"you are not allowed to approve {what} (needs: {_who(rule)})")
     if approver == request.requested_by and not rule.allow_self:
         return Decision("refused", f"you asked for {what}; someone else must approve it")

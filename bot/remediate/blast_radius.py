@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 
 from bot.config import BlastRadius
-from bot.model import ClusterFacts, NodeFacts
+from bot.model import ClusterFacts, Lang, NodeFacts
+from bot.texts import say
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ def out_of_service(node: NodeFacts) -> bool:
     return node.unschedulable or (node.known and node.ready != "True")
 
 
-def check_budget(cluster: ClusterFacts, node: str, limits: BlastRadius) -> BudgetVerdict:
+def check_budget(
+    cluster: ClusterFacts, node: str, limits: BlastRadius, lang: Lang = Lang.EN
+) -> BudgetVerdict:
     """May `node` be taken out of service now? A node already out counts as taken."""
     facts = cluster.nodes.get(node)
     pool_name = facts.pool if facts else None
@@ -43,10 +46,13 @@ def check_budget(cluster: ClusterFacts, node: str, limits: BlastRadius) -> Budge
     if node in out:
         return BudgetVerdict(True, pool_name, out, budget, f"{node} is already out of service")
     if len(out) + 1 > budget:
-        already = ", ".join(out) or "none"
-        reason = (
-            f"blast radius: pool {pool_name or node} may have {budget} of {len(members)} nodes "
-            f"out of service at once; out now: {already}"
+        reason = say(
+            lang,
+            "budget.refused",
+            pool=pool_name or node,
+            budget=budget,
+            members=len(members),
+            out=", ".join(out) or "-",
         )
         return BudgetVerdict(False, pool_name, out, budget, reason)
     return BudgetVerdict(True, pool_name, out, budget, f"within budget ({len(out) + 1}/{budget})")

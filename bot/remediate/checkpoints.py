@@ -16,10 +16,8 @@ from bot.kube.objects import (
     pod_finished,
     pod_requests,
 )
-
-
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)} min"
+from bot.model import Lang
+from bot.texts import say
 
 
 def checkpoint_risk(
@@ -29,6 +27,7 @@ def checkpoint_risk(
     gpu_resource: str,
     annotation: str,
     max_age_s: int,
+    lang: Lang = Lang.EN,
 ) -> str:
     """ "" when every GPU pod checkpointed within `max_age_s`; otherwise one sentence naming
     the pods that would lose progress and since when."""
@@ -42,13 +41,16 @@ def checkpoint_risk(
         saved = parse_time(raw) if raw else None
         who = f"{namespace_of(pod)}/{name_of(pod)}"
         if saved is None:
-            at_risk.append(f"{who} (no checkpoint recorded)")
+            at_risk.append(say(lang, "risk.no_checkpoint", who=who))
         elif (now - saved).total_seconds() > max_age_s:
-            at_risk.append(f"{who} (last {_minutes((now - saved).total_seconds())} ago)")
+            ago = int((now - saved).total_seconds() // 60)
+            at_risk.append(say(lang, "risk.last", who=who, minutes=ago))
     if not at_risk:
         return ""
-    noun = "pod" if len(at_risk) == 1 else "pods"
-    return (
-        f"{len(at_risk)} GPU {noun} without a checkpoint in the last {_minutes(max_age_s)} "
-        f"will lose progress: {', '.join(at_risk)}"
+    return say(
+        lang,
+        "risk.pod" if len(at_risk) == 1 else "risk.pods",
+        n=len(at_risk),
+        minutes=max_age_s // 60,
+        pods=", ".join(at_risk),
     )

@@ -1,5 +1,6 @@
 """A person's decision on a request, recorded: an approval judged against the policy at the
-moment it arrives, or a denial, which is final.
+moment it arrives, or a denial, which is final and so needs someone the policy allows too
+(`deny_refusal`): on every replica, since every path to a decision comes through here.
 
 Nothing here touches the cluster, so every path a decision can come by shares it: a chat
 click on any replica, `gpubot approve` on a laptop, and the executor itself. Acting on an
@@ -13,6 +14,7 @@ and a denial racing an approval is decided by whichever claims the row first.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -24,7 +26,8 @@ from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition, withdrawal
 from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
 from bot.names import GPUBOT
 from bot.ports import Store
-from bot.remediate.approvals import decide
+from bot.remediate.approvals import decide, deny_refusal
+from bot.texts import say
 
 Status = Literal[
     "acted",
@@ -59,15 +62,18 @@ GroupsOf = Callable[[str], set[str]]
 
 
 def command_for(request: ActionRequest) -> str:
-    """The kubectl line a person would type for the same action: the dry-run's report."""
+    """The kubectl line a person would type for the same action: the dry-run's report. The
+    node was read from the cluster, so its name is a valid one; quoted all the same, as
+    every value in a command line is."""
+    node = shlex.quote(request.node)
     if request.action is Action.DRAIN:
         flags = " --ignore-daemonsets"
         if request.delete_emptydir_data:
             flags += " --delete-emptydir-data"
         if request.force:
             flags += " --force --disable-eviction"
-        return f"kubectl drain {request.node}{flags}"
-    return f"kubectl {request.action.value} {request.node}"
+        return f"kubectl drain {node}{flags}"
+    return f"kubectl {request.action.value} {node}"
 
 
 class Decisions:
@@ -158,7 +164,7 @@ class Decisions:
         self.note(
             request.incident,
             "approval",
-            f"{approver} approved {command_for(request)}",
+            say(self.settings.lang, "decide.approved", who=approver, command=command_for(request)),
             approver,
             request=request_id,
             outcome=decision.outcome,
@@ -167,7 +173,14 @@ class Decisions:
             return Outcome(
                 request_id, "need-another", decision.reason, approvals_needed=decision.needed
             )
-        self.move(request.incident, IncidentState.APPROVED, approver, decision.reason)
+        approved = say(
+            self.settings.lang,
+            "decide.approved_state",
+            action=request.action.value + (" --force" if request.force else ""),
+            node=request.node,
+            who=", ".join(decision.approvers),
+        )
+        self.move(request.incident, IncidentState.APPROVED, approver, approved)
         return Outcome(request_id, "recorded", decision.reason)
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
@@ -178,6 +191,17 @@ class Decisions:
         stale = self.no_longer_valid(request)
         if stale is not None:
             return stale
+        policy = self.settings.remediation.approvals
+        refused = deny_refusal(request, who, policy, self.groups_of, self.settings.lang)
+        if refused is not None:
+            self.note(
+                request.incident,
+                "note",
+                f"denial by {who} refused: {refused}",
+                who,
+                request=request_id,
+            )
+            return Outcome(request_id, "not-allowed", refused)
         now = self.clock()
         # One statement, born finished: never a half-written row a restart could "resume".
         if not self.store.record_denial(request_id, who, reason or "no reason given", now):
@@ -188,11 +212,13 @@ class Decisions:
         self.note(
             request.incident,
             "denial",
-            f"{who} denied {command_for(request)}" + (f": {reason}" if reason else ""),
+            say(self.settings.lang, "decide.denied", who=who, command=command_for(request))
+            + (f": {reason}" if reason else ""),
             who,
             request=request_id,
         )
-        self.move(request.incident, IncidentState.DENIED, who, f"denied by {who}")
+        denied_by = say(self.settings.lang, "decide.denied_by", who=who)
+        self.move(request.incident, IncidentState.DENIED, who, denied_by)
         return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
 
     def no_longer_valid(self, request: ActionRequest) -> Outcome | None:

@@ -22,6 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import timedelta
 
 from bot.clock import Clock
@@ -29,7 +30,9 @@ from bot.config import Settings
 from bot.errors import GpubotError
 from bot.evidence.collecting import collect_facts
 from bot.evidence.gate import ExternalEvidence, GateResult, health_gate
-from bot.evidence.live import read_snapshot
+from bot.evidence.live import read_snapshot, read_to_take_out
+from bot.evidence.snapshots import Snapshot
+from bot.kube.objects import name_of
 from bot.model import (
     Action,
     ActionRequest,
@@ -59,8 +62,11 @@ from bot.remediate.nodes import (
     cordon,
     remove_taint,
     set_annotations,
+    take_out,
     uncordon,
 )
+from bot.remediate.smoke_test import SmokeTests
+from bot.texts import say
 
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
@@ -72,6 +78,17 @@ def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
         if before.get(key) != after.get(key)
     ]
     return "; ".join(changed) or "the node's facts"
+
+
+@dataclass(frozen=True)
+class _Acted:
+    """What `_act` did, as codes the executor branches on and the sentence it tells."""
+
+    text: str
+    done: bool = True
+    """False: a drain refused or incomplete (a failure, not a success)."""
+    drained: str = ""
+    """For a completed drain, the detail of its line ("evicted 2 pods in 0.3 s")."""
 
 
 def _failing(result: GateResult) -> list[str]:
@@ -101,6 +118,8 @@ class Executor:
         self.clock = clock
         self.notify = notify or (lambda _entry: None)
         self.external = external
+        smoke = settings.remediation.smoke_test
+        self.smoke_tests = SmokeTests(cluster, smoke, clock) if smoke.enabled else None
         # Through a lambda, so a notify set later (the service's chat) is the one used.
         self.decisions = Decisions(
             store, settings, groups_of=groups_of, clock=clock, notify=lambda e: self.notify(e)
@@ -167,17 +186,32 @@ class Executor:
     def _move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
         self.decisions.move(incident, target, actor, text)
 
+    def _say(self, key: str, **values: object) -> str:
+        """A sentence for the timeline and the thread, in the settings' language."""
+        return say(self.settings.lang, key, **values)
+
     # ---- facts ----------------------------------------------------------------------------
 
     def read_facts(self, node: str) -> ClusterFacts:
         """The node as it is now, with the alerts firing on it (an Xid still firing keeps the
         health gate shut here as it does in the rules)."""
-        snapshot = read_snapshot(self.cluster, node)
+        return self._facts(read_snapshot(self.cluster, node), node)
+
+    def read_to_take_out(self, node: str) -> tuple[Snapshot, ClusterFacts]:
+        """`read_facts` for the check before a cordon or drain: the node's own facts and its
+        pool's, from two lists (`bot.evidence.live.read_to_take_out`)."""
+        snapshot = read_to_take_out(self.cluster, node)
+        return snapshot, self._facts(snapshot, node)
+
+    def _facts(self, snapshot: Snapshot, node: str) -> ClusterFacts:
         firing = self.store.firing_alerts(node)
         return collect_facts(snapshot, firing, self.settings, self.clock())
 
     def gate(self, node: NodeFacts, facts: ClusterFacts) -> GateResult:
-        return health_gate(node, facts, self.external(node.name), self.settings.gpu_resource)
+        evidence = self.external(node.name)
+        if self.smoke_tests is not None:
+            return self.smoke_tests.gate(node, facts, evidence, self.settings.gpu_resource)
+        return health_gate(node, facts, evidence, self.settings.gpu_resource)
 
     # ---- proposals ------------------------------------------------------------------------
 
@@ -222,8 +256,10 @@ class Executor:
             )
             made.append(request)
         if made:
-            self._move(incident, IncidentState.DIAGNOSED, GPUBOT, "diagnosed")
-            self._move(incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "awaiting approval")
+            self._move(incident, IncidentState.DIAGNOSED, GPUBOT, self._say("exec.diagnosed"))
+            self._move(
+                incident, IncidentState.AWAITING_APPROVAL, GPUBOT, self._say("exec.awaiting")
+            )
         return made
 
     def request(
@@ -243,10 +279,8 @@ class Executor:
         policy = self.settings.remediation
         risk = ""
         if override_gate:
-            risk = (
-                f"The health gate did not pass ({gate_failures or 'see the timeline'}): "
-                "the node goes back into service anyway."
-            )
+            failing = gate_failures or self._say("risk.see_timeline")
+            risk = self._say("risk.override", failing=failing)
         if action in (Action.DRAIN, Action.CORDON):
             pods = self.cluster.list("Pod", field_selector=f"spec.nodeName={node.name}")
             risk = checkpoint_risk(
@@ -255,10 +289,11 @@ class Executor:
                 gpu_resource=self.settings.gpu_resource,
                 annotation=policy.checkpoint_annotation,
                 max_age_s=policy.checkpoint_max_age_s,
+                lang=self.settings.lang,
             )
             if action is Action.CORDON:
                 # A cordon evicts nothing; the risk is only the drain that usually follows.
-                risk = f"Cordon evicts nothing. If a drain follows: {risk}" if risk else ""
+                risk = self._say("risk.cordon", risk=risk) if risk else ""
         request = new_request(
             f"{incident or 'adhoc'}-{action.value}-{uuid.uuid4().hex[:8]}",
             action,
@@ -276,7 +311,9 @@ class Executor:
         self._note(
             incident,
             "proposal",
-            f"proposed: {command_for(request)}" + (f" — risk: {risk}" if risk else ""),
+            self._say("exec.proposed", command=command_for(request))
+            + (self._drain_flags(request) if action is Action.DRAIN else "")
+            + (self._say("exec.risk", risk=risk) if risk else ""),
             requested_by,
             request=request.id,
             action=action.value,
@@ -285,17 +322,25 @@ class Executor:
         )
         return request
 
+    def _drain_flags(self, request: ActionRequest) -> str:
+        """Which of the runbook's drain flags this drain uses, and why: what `command_for`
+        shows and `drain()` is given are the same request fields."""
+        if request.delete_emptydir_data:
+            return self._say("exec.drain_flags_emptydir")
+        return self._say("exec.drain_flags")
+
     def _record_gate(self, incident: str | None, result: GateResult) -> None:
         items = [
             {"name": i.name, "outcome": i.outcome, "reason": i.reason, "required": i.required}
             for i in result.items
         ]
-        verdict = "passed" if result.passed else "failed"
+        verdict = "exec.gate.passed" if result.passed else "exec.gate.failed"
         failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
         self._note(
             incident,
             "gate",
-            f"health gate {verdict} for {result.node}" + (f" ({failing})" if failing else ""),
+            self._say(verdict, node=result.node)
+            + (self._say("exec.gate.failing", failing=failing) if failing else ""),
             passed=result.passed,
             items=items,
         )
@@ -376,11 +421,18 @@ class Executor:
         self._note(request.incident, kind, message, request=request.id, outcome=outcome)
         return Outcome(request.id, status, message)
 
-    def _check(self, request: ActionRequest, approvers: list[str]) -> Outcome | None:
+    def _check(
+        self, request: ActionRequest, approvers: list[str], read: Snapshot | None = None
+    ) -> Outcome | None:
         """Everything that may still refuse an approved action, then its start in the
-        record; None when it may go ahead."""
+        record; None when it may go ahead. `read` receives the objects read for it."""
         try:
-            facts = self.read_facts(request.node)
+            if request.action in (Action.CORDON, Action.DRAIN):
+                snapshot, facts = self.read_to_take_out(request.node)
+                if read is not None:
+                    read.nodes = snapshot.nodes
+            else:
+                facts = self.read_facts(request.node)
         except GpubotError as exc:
             return self._fail(request, f"could not read {request.node}: {exc}")
         node = facts.nodes.get(request.node)
@@ -397,7 +449,8 @@ class Executor:
             return self._ask_again(request, node, what_changed(request.facts_seen, seen))
 
         if request.action in (Action.CORDON, Action.DRAIN):
-            verdict = check_budget(facts, request.node, self.settings.remediation.blast_radius)
+            limits = self.settings.remediation.blast_radius
+            verdict = check_budget(facts, request.node, limits, self.settings.lang)
             if not verdict.allowed:
                 return self._wait_for(request, "blast-radius", verdict.reason)
         if request.action is Action.UNCORDON and not request.override_gate:
@@ -412,11 +465,11 @@ class Executor:
                 request, "dry-run", "dry-run", f"dry-run: would have run `{command_for(request)}`"
             )
 
-        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._note(
             request.incident,
             "action-start",
-            f"running `{command_for(request)}` (approved by {', '.join(approvers)})",
+            self._say("exec.running", command=command_for(request), who=", ".join(approvers)),
             request=request.id,
             pods=node.remaining_pods,
         )
@@ -426,7 +479,7 @@ class Executor:
         """Refused for a reason that can clear (the pool's budget, the health gate): this
         request is over, its incident waits again, and `reoffer` asks anew, with new buttons,
         once the reason has cleared. Never a silent failure."""
-        message = f"not run: {why}. It is offered again, with new buttons, once that clears"
+        message = self._say("exec.waiting", why=why)
         if not self.store.finish_execution(
             request.id, "refused", message, self.clock(), executor=self.executor_id
         ):
@@ -536,24 +589,31 @@ class Executor:
         # read a pool with room for one node and both cordon. From the read to the cordon is
         # one step.
         with self._taking_out if taking_out else nullcontext():
-            refused = self._check(request, approvers)
+            read = Snapshot()
+            refused = self._check(request, approvers, read)
             if refused is not None:
                 return refused
             # Past every check: only from here may a crash be resumed without checking again.
             self.store.mark_acting(request.id, self.executor_id)
             cordoned = None
             if taking_out:
+                # Cordon, taint and annotations in one patch on the node just read (13 API
+                # requests for a cordon had become 3; kubectl sends 2).
+                current = next((n for n in read.nodes if name_of(n) == request.node), {})
                 try:
-                    cordoned = cordon(self.cluster, request.node).changed
+                    cordoned = take_out(
+                        self.cluster, request.node, current, *self._marks(request, approvers)
+                    ).changed
                 except GpubotError as exc:
                     return self._fail(request, f"{command_for(request)} failed: {exc}")
         try:
-            message = self._act(request, approvers, cordoned)
+            acted = self._act(request, approvers, cordoned)
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed: {exc}")
         if self._lost(request):
             return self._gave_way(request)
-        if message.startswith("drain incomplete") or message.startswith("drain refused"):
+        message = acted.text
+        if not acted.done:
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
         return self._finish(request, "succeeded", "acted", message)
@@ -569,7 +629,7 @@ class Executor:
         return Outcome(request.id, "duplicate", message)
 
     def _fail(self, request: ActionRequest, message: str) -> Outcome:
-        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, "executing")
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._move(request.incident, IncidentState.FAILED, GPUBOT, message)
         return self._finish(request, "failed", "failed", message)
 
@@ -598,38 +658,49 @@ class Executor:
         self._note(request.incident, "note", message, request=request.id, again=again.id)
         return Outcome(request.id, "changed", message, new_request=again)
 
-    def _mark(self, request: ActionRequest, approvers: list[str]) -> None:
+    def _marks(
+        self, request: ActionRequest, approvers: list[str]
+    ) -> tuple[dict[str, str] | None, dict[str, str]]:
+        """The maintenance taint (None when the settings want none) and the annotations a
+        node gpubot takes out carries."""
         incident = request.incident or "none"
+        taint = None
         if self.settings.remediation.maintenance_taint:
-            add_taint(self.cluster, request.node, MAINTENANCE_TAINT, incident, "NoSchedule")
-        set_annotations(
-            self.cluster,
-            request.node,
-            {
-                f"{PREFIX}incident": incident,
-                f"{PREFIX}approved-by": ",".join(approvers),
-                f"{PREFIX}reason": f"{request.action.value} approved in gpubot",
-                f"{PREFIX}since": self.clock().isoformat(),
-            },
-        )
+            taint = {"key": MAINTENANCE_TAINT, "value": incident, "effect": "NoSchedule"}
+        return taint, {
+            f"{PREFIX}incident": incident,
+            f"{PREFIX}approved-by": ",".join(approvers),
+            f"{PREFIX}reason": f"{request.action.value} approved in gpubot",
+            f"{PREFIX}since": self.clock().isoformat(),
+        }
+
+    def _mark(self, request: ActionRequest, approvers: list[str]) -> None:
+        taint, annotations = self._marks(request, approvers)
+        if taint is not None:
+            add_taint(self.cluster, request.node, taint["key"], taint["value"], taint["effect"])
+        set_annotations(self.cluster, request.node, annotations)
 
     def _act(
         self, request: ActionRequest, approvers: list[str], cordoned: bool | None = None
-    ) -> str:
+    ) -> _Acted:
         """`cordoned`: whether `_run` just cordoned the node (None: not done yet, a resume)."""
         node = request.node
         if request.action is Action.CORDON:
-            changed = cordoned if cordoned is not None else cordon(self.cluster, node).changed
-            self._mark(request, approvers)
-            return f"cordoned {node}" if changed else f"{node} was already cordoned"
+            changed = cordoned
+            if changed is None:  # a resume: `_run` did not take it out
+                changed = cordon(self.cluster, node).changed
+                self._mark(request, approvers)
+            return _Acted(self._say("exec.cordoned" if changed else "exec.was_cordoned", node=node))
         if request.action is Action.UNCORDON:
             changed = uncordon(self.cluster, node).changed
             remove_taint(self.cluster, node, MAINTENANCE_TAINT)
             set_annotations(self.cluster, node, {f"{PREFIX}{k}": None for k in OUR_ANNOTATIONS})
-            return f"uncordoned {node}" if changed else f"{node} was not cordoned"
+            key = "exec.uncordoned" if changed else "exec.was_not_cordoned"
+            return _Acted(self._say(key, node=node))
         # Marked before the drain, so the node says why it is cordoned while pods leave.
-        cordon(self.cluster, node)
-        self._mark(request, approvers)
+        if cordoned is None:
+            cordon(self.cluster, node)
+            self._mark(request, approvers)
         result = drain(
             self.cluster,
             node,
@@ -645,27 +716,36 @@ class Executor:
                 f"{r.namespace}/{r.name}: {r.message} (needs {r.flag})"
                 for r in result.plan.refusals
             )
-            return f"drain refused: {reasons}"
+            return _Acted(f"drain refused: {reasons}", done=False)
         removed = len(result.evicted) + len(result.deleted)
         if result.stalled:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
             # Of the pods the drain had to move (DaemonSet pods stay and are not counted).
             wanted = len(result.plan.to_remove)
-            return (
+            return _Acted(
                 f"drain incomplete: {removed} of {wanted} pods moved, "
-                f"{len(result.stalled)} stuck: {stalls}"
+                f"{len(result.stalled)} stuck: {stalls}",
+                done=False,
             )
-        how = "deleted" if request.force else "evicted"
+        how = self._say("exec.deleted_how" if request.force else "exec.evicted_how")
         # After a restart some pods were already leaving (evicted before the kill): they were
         # waited for, not evicted again, and the count says so instead of looking short.
         leaving = len(result.plan.to_remove) - removed
-        already = f", {leaving} already leaving" if leaving > 0 else ""
-        return f"drained {node}: {how} {removed} pods{already} in {result.duration_s:.1f} s"
+        already = self._say("exec.already_leaving", n=leaving) if leaving > 0 else ""
+        detail = self._say(
+            "exec.drain_detail",
+            how=how,
+            removed=removed,
+            already=already,
+            seconds=result.duration_s,
+        )
+        return _Acted(self._say("exec.drained", node=node, detail=detail), drained=detail)
 
     def _whole_drain(self, request: ActionRequest, resumed: str) -> str:
         """A drain taken over after its owner died tells the whole drain, not its last part:
         the pods it had to move when it began (every owner's evictions) and the time since it
-        began."""
+        began. `resumed`: what this owner's part did (the detail of its drained line); "" when the
+        timeline does not say where the drain began."""
         entries = self.store.timeline(request.incident) if request.incident else []
         start = next(
             (
@@ -679,12 +759,10 @@ class Executor:
         began = start.at if start is not None else (execution.started_at if execution else None)
         total = start.data.get("pods") if start is not None else None
         if began is None or not isinstance(total, int):
-            return resumed
+            return ""  # nothing tells where the drain began: this owner's part is all there is
         took = (self.clock() - began).total_seconds()
-        return (
-            f"drained {request.node}: {total} pods moved off in {took:.1f} s, by every owner "
-            f"of the drain (the last: {resumed.removeprefix(f'drained {request.node}: ')})"
-        )
+        whole = self._say("exec.whole_drain", total=total, seconds=took, last=resumed)
+        return self._say("exec.drained", node=request.node, detail=whole)
 
     def _progress(self, request: ActionRequest) -> Callable[[DrainProgress], None]:
         """Every blocker, and every quarter of the way: a thread, not a firehose. Evictions
@@ -714,7 +792,7 @@ class Executor:
                 self._note(
                     request.incident,
                     "action-progress",
-                    f"evicted {progress.done}/{progress.total}",
+                    self._say("exec.evicted", done=progress.done, total=progress.total),
                     request=request.id,
                     done=progress.done,
                     total=progress.total,
@@ -806,14 +884,16 @@ class Executor:
     def _resume_one(self, request: ActionRequest) -> Outcome:
         approvers = self._approvers(request.id)
         try:
-            message = self._act(request, approvers)
-            if request.action is Action.DRAIN and message.startswith("drained"):
-                message = self._whole_drain(request, message)
+            acted = self._act(request, approvers)
+            message = acted.text
+            if acted.drained:
+                whole = self._whole_drain(request, acted.drained)
+                message = whole or message
         except GpubotError as exc:
             return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
         if self._lost(request):
             return self._gave_way(request)
-        if message.startswith(("drain incomplete", "drain refused")):
+        if not acted.done:
             return self._fail(request, message)
         self._move(request.incident, IncidentState.SUCCEEDED, GPUBOT, message)
         return self._finish(request, "succeeded", "acted", message)

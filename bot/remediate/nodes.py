@@ -32,6 +32,52 @@ def cordon(cluster: Cluster, node: str) -> NodeChange:
     return NodeChange(node, changed=True)
 
 
+def take_out(
+    cluster: Cluster,
+    node: str,
+    current: Mapping[str, Any],
+    taint: Mapping[str, str] | None,
+    annotations: Mapping[str, str],
+) -> NodeChange:
+    """Cordon, taint and annotate in one patch, computed from `current` (the node as the
+    caller just read it); `changed` says whether this cordoned it. The patch carries
+    `current`'s resourceVersion (taints are replaced whole): if the node changed since, it
+    is a 409, and the node is read again and the patch computed anew."""
+    reads = iter([current])
+
+    def once() -> NodeChange:
+        seen = next(reads, None) or cluster.get("Node", "", node)
+        taints = _taints(dict(seen))
+        wanted = None
+        if taint is not None and not any(_same_slot(t, taint, value=True) for t in taints):
+            wanted = [*(t for t in taints if not _same_slot(t, taint)), dict(taint)]
+        had = meta(seen).get("annotations") or {}
+        changes = {k: v for k, v in annotations.items() if had.get(k) != v}
+        cordoning = not spec_of(seen).get("unschedulable")
+        spec: dict[str, Any] = {"unschedulable": True} if cordoning else {}
+        if wanted is not None:
+            spec["taints"] = wanted
+        if spec or changes:
+            metadata = {"resourceVersion": meta(seen).get("resourceVersion")}
+            patch = {"metadata": {**metadata, "annotations": changes} if changes else metadata}
+            cluster.patch_node(node, {**patch, "spec": spec} if spec else patch)
+        return NodeChange(node, changed=cordoning)
+
+    result: NodeChange = Retrying(
+        retry=retry_if_exception_type(TemporaryError),
+        wait=wait_exponential(multiplier=0.1, max=1),
+        stop=stop_after_attempt(5),
+        reraise=True,
+    )(once)
+    return result
+
+
+def _same_slot(have: Mapping[str, Any], want: Mapping[str, str], value: bool = False) -> bool:
+    """A node holds one taint per key and effect (`value`: and the same value)."""
+    same = have.get("key") == want.get("key") and have.get("effect") == want.get("effect")
+    return same and (not value or have.get("value") == want.get("value"))
+
+
 def uncordon(cluster: Cluster, node: str) -> NodeChange:
     current = cluster.get("Node", "", node)
     if not spec_of(current).get("unschedulable"):

@@ -25,6 +25,13 @@ Why the pod is built as it is:
   `gpubot.io/smoke-test: "true"` so that leftovers can be found, and it runs as an
   unprivileged user with the restricted Pod Security profile's settings.
 
+`SmokeTests` is how the executor's health gate uses it (`remediation.smoke_test`): the gate
+reads the node's last result when it is younger than `max_age_s`; when there is none, and
+every other required item of the gate passes, it runs the pod and then reads that. A pod on
+a node the gate refuses anyway would prove nothing and cost a pull. A failed result stands
+for `max_age_s` too: the leader's follow-up asks every few seconds, and a node whose GPU is
+gone should not get a new pod each time.
+
 What this module must never do: leave its pod behind (it is deleted whatever happened), or call
 a node healthy without seeing every GPU in the output (anything else is "fail" or "unknown").
 """
@@ -34,15 +41,20 @@ from __future__ import annotations
 import logging
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from typing import Any
 
+from bot.clock import Clock
+from bot.config import SmokeTestSettings
 from bot.errors import AlreadyExists, GpubotError, NotFound, TemporaryError
-from bot.evidence.gate import Verdict
+from bot.evidence.gate import ExternalEvidence, GateResult, Verdict, health_gate
 from bot.kube.objects import spec_of, status_of
+from bot.model import ClusterFacts, NodeFacts
 from bot.names import (
     GPUBOT,
     INCIDENT_ANNOTATION,
@@ -55,8 +67,7 @@ from bot.ports import Cluster
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
-"""A CUDA base image: the NVIDIA runtime mounts nvidia-smi into it (driver capability `utility`)."""
+DEFAULT_IMAGE = SmokeTestSettings().image
 CONTAINER = "nvidia-smi"
 GPU_RESOURCE = "nvidia.com/gpu"
 _NAME_PREFIX = "gpubot-smoke-"
@@ -342,3 +353,71 @@ def _delete(cluster: Cluster, namespace: str, name: str) -> str | None:
         log.warning("smoke-test pod %s/%s left behind: %s", namespace, name, exc)
         return str(exc)
     return None
+
+
+class SmokeTests:
+    """The smoke tests of one gpubot process: runs them for the health gate and remembers
+    each node's last result (in memory: a new leader runs its own, which is what a stale
+    result would have needed anyway)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: SmokeTestSettings,
+        clock: Clock,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.clock = clock
+        self.sleep = sleep
+        self._results: dict[str, tuple[datetime, SmokeTest]] = {}
+        self._lock = threading.Lock()
+
+    def recent(self, node: str) -> SmokeTest | None:
+        """The node's last result, if younger than `max_age_s`."""
+        with self._lock:
+            found = self._results.get(node)
+        if found is None:
+            return None
+        at, result = found
+        if self.clock() - at > timedelta(seconds=self.settings.max_age_s):
+            return None
+        return result
+
+    def run(self, node: str, expected_gpus: int) -> SmokeTest:
+        """Runs the pod now and keeps its result for the node."""
+        started = self.clock()
+        result = run_smoke_test(
+            self.cluster,
+            node,
+            expected_gpus,
+            timeout_s=self.settings.timeout_s,
+            namespace=self.settings.namespace,
+            image=self.settings.image,
+            request_all=self.settings.request_all,
+            sleep=self.sleep,
+        )
+        log.info("smoke test on %s: %s (%s)", node, result.outcome, result.reason)
+        with self._lock:
+            self._results[node] = (started, result)
+        return result
+
+    def gate(
+        self,
+        node: NodeFacts,
+        facts: ClusterFacts,
+        evidence: ExternalEvidence,
+        gpu_resource: str,
+    ) -> GateResult:
+        """The health gate with the smoke test required: a recent result, or one run now
+        when it is the only item the gate still lacks."""
+        evidence = replace(evidence, require_smoke_test=True, smoke_test=self.recent(node.name))
+        result = health_gate(node, facts, evidence, gpu_resource)
+        others = [i for i in result.failing if i.name != "gpu-smoke-test"]
+        if evidence.smoke_test is not None or others:
+            return result
+        expected = node.gpu.expected if node.gpu is not None else 0
+        ran = self.run(node.name, expected)
+        return health_gate(node, facts, replace(evidence, smoke_test=ran), gpu_resource)

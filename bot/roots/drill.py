@@ -76,7 +76,7 @@ from gpusim.launching import Simulation, start_simulator
 from gpusim.resources import BY_KIND
 
 DRILL_TIME: dict[str, Any] = {
-    "thresholds": {"settle_s": 8, "resolve_after_s": 8},
+    "thresholds": {"settle_s": 8, "resolve_after_s": 8, "revise_every_s": 5},
     "schedule": {
         "leader_duties_s": 0.5,
         "follow_up_s": 1.0,

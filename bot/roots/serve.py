@@ -1,7 +1,8 @@
 """`gpubot serve`: the composition of the real parts into one running replica.
 
-Starts, in order: the store (schema checked), the Kubernetes client, the rules, the chat,
-the executor and the service, the leader election (whose callback starts and stops the
+Starts, in order: the Kubernetes client, the rules and the permission check (what a person
+may have got wrong, before anything is created), the store (schema checked), the chat, the
+executor and the service, the leader election (whose callback starts and stops the
 scheduler), the Kubernetes watches, and last the HTTP server — so nothing is accepted before
 it can be stored and acted on. Stops in the reverse order; SIGKILL at any point is what
 the store's records and `Executor.resume` are for.
@@ -14,7 +15,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -33,7 +34,7 @@ from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
-from bot.model import Signal
+from bot.model import ActionRequest, Diagnosis, Incident, Signal, TimelineEntry
 from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
@@ -49,9 +50,14 @@ from bot.sources.alertmanager.endpoint import WebSettings
 from bot.sources.alertmanager.inbox import Inbox
 from bot.sources.alertmanager.understanding import alert_mapping
 from bot.sources.watches import KubeSignals
+from bot.store.database import parse_store_url
 from bot.store.sql import SqlStore
 
 log = logging.getLogger("gpubot.serve")
+
+_TOLD_IN_THE_LOG = frozenset({"action-start", "action-result", "approval", "denial", "gate"})
+"""Timeline entries the log carries at info, beside the chat: what was done to a node and
+by whose decision, for whoever reads the pod's log after the fact."""
 
 
 def default_identity() -> str:
@@ -172,7 +178,9 @@ def build_replica(
     if settings.schedule.digest_at is not None:
         # A bad time or zone is a start-up error, not a digest that never comes.
         next_run(utcnow(), settings.schedule.digest_at, settings.schedule.digest_tz)
-    store = SqlStore.open(settings.store_url)
+    # Every setting a person may have got wrong is checked before the store is opened: a
+    # start that fails leaves no new database behind.
+    parse_store_url(settings.store_url)
     timeout_s = settings.serve.kube_timeout_s
     if kube_url:
         cluster = KubeCluster.for_url(kube_url, timeout_s)
@@ -180,12 +188,18 @@ def build_replica(
         cluster = KubeCluster.in_cluster(timeout_s)
     else:
         cluster = KubeCluster.from_kubeconfig(kubeconfig, request_timeout_s=timeout_s)
+    rules = load_ruleset(settings)
     try:
-        check_permissions(cluster, settings.serve.lease_namespace, settings.serve.lease_name)
+        check_permissions(cluster, settings)
     except TemporaryError as exc:
         # A refusal stops the start (no retry storm); an API server away for a moment does
         # not: /readyz says so until it answers, and every write is checked by the API then.
-        log.warning("could not check gpubot's permissions at start: %s", exc)
+        log.warning(
+            "could not check gpubot's permissions at start (%s): serving the webhook anyway; "
+            "/readyz says when the Kubernetes API answers",
+            exc,
+        )
+    store = SqlStore.open(settings.store_url)
     identity = settings.serve.identity or default_identity()
     evidence = _evidence(settings)
     outgoing = _slack_outgoing(settings, store)
@@ -209,13 +223,15 @@ def build_replica(
     )
     holder: list[LeaderElector] = []
     telemetry = Telemetry()
-    chat = chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
+    told = LoggedChat(
+        chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
+    )
     service = Service(
         settings=settings,
-        rules=load_ruleset(settings),
+        rules=rules,
         store=store,
         cluster=cluster,
-        chat=chat,
+        chat=told,
         executor=executor,
         clock=utcnow,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
@@ -225,16 +241,29 @@ def build_replica(
             store,
             settings.node_labels,
             telemetry,
-            on_quarantine=quarantine_notice(chat),
+            on_quarantine=quarantine_notice(told),
             mapping=mapping,
         ),
         telemetry=telemetry,
     )
-    executor.notify = service.on_timeline  # drain progress into the incident's thread
+
+    def on_timeline(entry: TimelineEntry) -> None:
+        if entry.kind in _TOLD_IN_THE_LOG:
+            log.info("incident %s: %s: %s", entry.incident, entry.actor, entry.text)
+        service.on_timeline(entry)
+
+    executor.notify = on_timeline  # drain progress into the incident's thread
     scheduler = Scheduler(service, store.engine, settings.schedule)
     slack = _slack_parts(settings, outgoing, service) if outgoing else None
 
+    telemetry.leader.labels(identity).set(0)
+
     def on_change(leads: bool) -> None:
+        telemetry.leader.labels(identity).set(1 if leads else 0)
+        if leads:
+            log.info("replica %s leads: it runs actions and scheduled work", identity)
+        else:
+            log.info("replica %s no longer leads", identity)
         scheduler.leading(leads)
         if slack is not None:
             slack.leading(leads)
@@ -299,6 +328,65 @@ def build_replica(
         uvicorn.Server(config),
         slack,
     )
+
+
+@dataclass
+class LoggedChat:
+    """A chat that also tells the process's log, at info, what it was handed to post: who
+    reads the pod's log sees that a diagnosis went out (and its proposals) beside the
+    actions, whatever the chat is."""
+
+    chat: Chat
+
+    def post_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
+    ) -> str | None:
+        log.info(
+            "incident %s: diagnosis %s on %s posted%s",
+            incident.id,
+            diagnosis.rule,
+            diagnosis.node or diagnosis.pool or "the cluster",
+            "".join(f"; request {r.id} ({r.action.value} {r.node})" for r in requests),
+        )
+        return self.chat.post_diagnosis(incident, diagnosis, requests, under)
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        self.chat.post_thread(incident, text)
+
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        log.info("request %s asked again as %s: %s", old.id, new.id, why)
+        self.chat.ask_again(incident, old, new, why)
+
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        log.info(
+            "incident %s: diagnosis revised to %s%s",
+            incident.id,
+            diagnosis.rule,
+            "".join(f"; request {r.id} ({r.action.value} {r.node})" for r in requests),
+        )
+        self.chat.revise_diagnosis(incident, diagnosis, requests, note)
+
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.chat.withdraw(incident, request, why)
+
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        self.chat.post_notice(text, monospace)
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        log.info("request %s (%s %s): %s", request.id, request.action.value, request.node, text)
+        self.chat.post_result(request, text)
 
 
 def quarantine_notice(chat: Chat) -> Callable[[int, str], None]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.model import ClusterFacts, Lang, NodeFacts, PoolFacts, Signal, Stage
-from bot.rules.loading import UNDERSTOOD
+from bot.rules.loading import EVIDENCE_ONLY, UNDERSTOOD
 from bot.rules.schema import XidCatalog
 from bot.rules.xids import describe_xids
 
@@ -20,10 +20,17 @@ def settings_context(settings: Settings) -> dict[str, Any]:
     return {**settings.thresholds.model_dump(), "gpu_resource": settings.gpu_resource}
 
 
-def alert_context(signal: Signal) -> dict[str, Any]:
+ALERTS_PER_NODE = 64
+"""At most this many (aggregated) alerts per node reach a rule. cel-cpp stops an evaluation
+after about 10,000 comprehension steps; 64 keeps a rule comparing every pair of a node's
+alerts (64 × 64 = 4,096 steps) well inside that, whatever Alertmanager sends."""
+
+
+def alert_context(signal: Signal, count: int = 1) -> dict[str, Any]:
     """One alert as a rule sees it: `name` is the gpubot alert name the alert mapping read it
     as, `alertname` the one its own rule gave it, `understood` how gpubot read it ("" for
-    gpubot's own alerts, read as they are)."""
+    gpubot's own alerts, read as they are), `count` how many firing alerts of the node it
+    stands for (see `aggregated_alerts`)."""
     return {
         "name": signal.name,
         "alertname": signal.labels.get("alertname") or signal.name,
@@ -32,7 +39,50 @@ def alert_context(signal: Signal) -> dict[str, Any]:
         "gpu": signal.gpu or "",
         "labels": signal.labels,
         "annotations": signal.annotations,
+        "count": count,
     }
+
+
+def _same_alert(signal: Signal) -> tuple[object, ...]:
+    """What tells one alert of a node from another for a rule: its names, how it was read,
+    its GPU and its Xid. An alert naming no GPU keeps its labels in the key, so two such
+    alerts about different GPUs (told apart only by their labels) stay two."""
+    return (
+        signal.name,
+        signal.labels.get("alertname") or signal.name,
+        signal.annotations.get(UNDERSTOOD, ""),
+        signal.status,
+        signal.gpu or "",
+        signal.labels.get("xid", ""),
+        None if signal.gpu else tuple(sorted(signal.labels.items())),
+    )
+
+
+def aggregated_alerts(alerts: list[Signal]) -> list[dict[str, Any]]:
+    """A node's alerts as its rules see them: one entry per alertname, GPU and Xid with the
+    `count` of alerts it stands for (the first one's labels and annotations), at most
+    `ALERTS_PER_NODE` entries. Alerts some rule reads come before those only shown as
+    "also firing", then the most numerous: 5,000 firing alerts on a node cost a rule no more
+    than a handful, and cannot stop its evaluation (or the Xid it should see)."""
+    groups: dict[tuple[object, ...], list[Signal]] = {}
+    for signal in alerts:
+        groups.setdefault(_same_alert(signal), []).append(signal)
+    ranked = sorted(
+        groups.values(),
+        key=lambda same: (same[0].annotations.get(EVIDENCE_ONLY) == "true", -len(same)),
+    )
+    return [alert_context(same[0], len(same)) for same in ranked[:ALERTS_PER_NODE]]
+
+
+def node_pool_context(pool: PoolFacts | None) -> dict[str, Any]:
+    """The `pool` a node rule sees: its pool's facts with `size`, the number of its nodes, in
+    place of their names. Built once per pool and shared by its nodes: with the names, every
+    node's context carried the whole pool and converting it grew as nodes squared."""
+    if pool is None:
+        return {}
+    view = pool.model_dump(mode="json", exclude={"nodes"})
+    view["size"] = len(pool.nodes)
+    return view
 
 
 def node_context(
@@ -40,21 +90,21 @@ def node_context(
     stage: Stage,
     alerts: list[Signal],
     catalog: XidCatalog | None,
-    cluster: ClusterFacts,
+    pool: Mapping[str, Any],
     settings: Settings,
     lang: Lang,
     findings: list[str] | None = None,
 ) -> dict[str, Any]:
+    """`pool`: `node_pool_context` of the node's pool."""
     facts = node.model_dump(mode="json")
     facts["stage"] = stage.value
     if node.gpu is not None:
         facts["gpu"]["expected"] = node.gpu.expected
-    pool = cluster.pools.get(node.pool or "")
     return {
         "node": facts,
-        "alerts": [alert_context(a) for a in alerts],
+        "alerts": aggregated_alerts(alerts),
         "xids": describe_xids(node.xids, catalog, lang),
-        "pool": pool.model_dump(mode="json") if pool else {},
+        "pool": pool,
         "settings": settings_context(settings),
         "findings": findings or [],
     }

@@ -32,7 +32,7 @@ from bot.model import (
     XidFacts,
 )
 from bot.rules.cel import Activation, EvaluationError, Expression
-from bot.rules.contexts import cluster_context, node_context, pool_context
+from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
 from bot.rules.loading import CompiledRule, RuleSet, read_alert_mapping
 from bot.rules.matching import to_blockers, with_variables
 from bot.yamlfiles import load_located
@@ -119,8 +119,10 @@ def _reference_node() -> NodeFacts:
     )
 
 
-def reference_context(ruleset: RuleSet, settings: Settings) -> dict[str, Any]:
-    """Every variable of every scope at once, built by the same code diagnosis uses."""
+def reference_contexts(ruleset: RuleSet, settings: Settings) -> dict[str, dict[str, Any]]:
+    """Per scope (node, pool, cluster), the variables a rule of that scope meets, built by the
+    same code diagnosis uses: a node rule reading what only a pool rule sees (`pool.nodes`,
+    `pool.findings`) is a lint error, not an error at 3 a.m."""
     node = _reference_node()
     pool = PoolFacts(
         name="pool",
@@ -158,11 +160,18 @@ def reference_context(ruleset: RuleSet, settings: Settings) -> dict[str, Any]:
         fingerprint="f",
     )
     return {
-        **node_context(
-            node, Stage.STEADY, [alert], ruleset.xid_catalog, cluster, settings, Lang.EN, ["r"]
+        "node": node_context(
+            node,
+            Stage.STEADY,
+            [alert],
+            ruleset.xid_catalog,
+            node_pool_context(pool),
+            settings,
+            Lang.EN,
+            ["r"],
         ),
-        **pool_context(pool, {"r": 1}, ["r"], settings),
-        **cluster_context(cluster, settings),
+        "pool": pool_context(pool, {"r": 1}, ["r"], settings),
+        "cluster": cluster_context(cluster, settings),
     }
 
 
@@ -180,10 +189,13 @@ def _expressions(rule: CompiledRule) -> list[tuple[str, Expression]]:
 
 def lint_rules(ruleset: RuleSet, settings: Settings) -> list[RuleError]:
     problems = []
-    reference = Activation(reference_context(ruleset, settings))
+    references = {
+        scope: Activation(context)
+        for scope, context in reference_contexts(ruleset, settings).items()
+    }
     for rule in ruleset.rules:
         try:
-            activation = with_variables(rule, reference)
+            activation = with_variables(rule, references[rule.spec.scope])
         except EvaluationError as exc:
             problems.append(RuleError(rule.where, str(exc), rule.id))
             continue

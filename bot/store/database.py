@@ -19,23 +19,69 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Dialect, make_url
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.engine import URL, Dialect, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+)
 from sqlalchemy.sql.dml import ReturningInsert
 
-from bot.errors import NotFound, StoreUnavailable
+from bot.errors import InputError, NotFound, StoreUnavailable
 from bot.ports import ExecutionOutcome
 from bot.store.tables import executions
 
+STORE_URL_EXAMPLES = "sqlite:///gpubot.db or postgresql://user@host/gpubot"
+
+
+def parse_store_url(url: str) -> URL:
+    """The store URL, or an `InputError` a person can act on: SQLAlchemy's own errors name
+    a plugin loader, not the setting."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise InputError(
+            "store_url", f"{url!r} is not a database URL (e.g. {STORE_URL_EXAMPLES})"
+        ) from None
+    if parsed.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InputError(
+            "store_url",
+            f"{parsed.get_backend_name()!r} databases are not supported: use SQLite or "
+            f"PostgreSQL (e.g. {STORE_URL_EXAMPLES})",
+        )
+    return parsed
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (None for an in-memory database or another backend)."""
+    parsed = parse_store_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or database is None or database in ("", ":memory:"):
+        return None
+    return Path(database)
+
 
 def create_engine(url: str, lock_timeout_s: float) -> Engine:
-    """SQLite with WAL and foreign keys on; a bare `postgresql://` on psycopg 3."""
-    parsed = make_url(url)
+    """SQLite with WAL and foreign keys on; a bare `postgresql://` on psycopg 3. A URL that
+    is no database's, or whose driver is not installed, is an `InputError`."""
+    try:
+        return _create_engine(url, lock_timeout_s)
+    except (NoSuchModuleError, ModuleNotFoundError) as exc:
+        raise InputError(
+            "store_url", f"no driver for {make_url(url).drivername!r} is installed ({exc})"
+        ) from None
+
+
+def _create_engine(url: str, lock_timeout_s: float) -> Engine:
+    parsed = parse_store_url(url)
     if parsed.get_backend_name() == "sqlite":
         engine = sa.create_engine(url, connect_args={"timeout": lock_timeout_s})
 

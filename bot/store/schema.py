@@ -60,14 +60,21 @@ def _upgrade_empty(engine: Engine) -> None:
             raise
 
 
-def ensure_current(engine: Engine, url_for_humans: str) -> None:
-    """Migrate an empty database; accept ours; refuse anything else with what to do."""
+def ensure_current(engine: Engine, url_for_humans: str, *, create: bool = True) -> None:
+    """Migrate an empty database (unless not `create`: a command that only reads must not
+    leave an empty store behind that looks like a quiet day); accept ours; refuse anything
+    else with what to do."""
     revision = current(engine)
     if revision is None:
         if inspect(engine).get_table_names():
             raise StoreSchemaError(
                 f"the database at {url_for_humans} has tables but no gpubot schema version: "
                 "is it another application's database? Point GPUBOT_STORE_URL elsewhere"
+            )
+        if not create:
+            raise StoreSchemaError(
+                f"no gpubot store at {url_for_humans}: the database is empty "
+                "(`gpubot serve` creates the store; is this the store it uses?)"
             )
         _upgrade_empty(engine)
         return

@@ -24,11 +24,11 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from bot.errors import StoreUnavailable
+from bot.errors import StoreSchemaError, StoreUnavailable
 from bot.ports import Store
 from bot.store import schema
 from bot.store.actions import ExecutionRecord, SqlActions
-from bot.store.database import Database, create_engine
+from bot.store.database import Database, create_engine, sqlite_file
 from bot.store.incidents import SqlIncidents
 from bot.store.outbox import SqlOutbox
 from bot.store.signals import SqlSignals, signal_key
@@ -53,14 +53,29 @@ class SqlStore(SqlSignals, SqlIncidents, SqlOutbox, SqlActions, Store):
         self.url = url_for_humans
 
     @classmethod
-    def open(cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True) -> SqlStore:
-        """Connects and checks the schema (migrating an empty database when `migrate`)."""
+    def open(
+        cls, url: str, *, lock_timeout_s: float = 5.0, migrate: bool = True, create: bool = True
+    ) -> SqlStore:
+        """Connects and checks the schema (migrating an empty database when `migrate`).
+        Not `create`: for the commands that only read the store `gpubot serve` made, or add a
+        vote to it; no database file or schema is created, and a missing one is an error
+        naming the store looked for."""
+        file = sqlite_file(url)
+        if not create and file is not None and not file.is_file():
+            raise StoreSchemaError(
+                f"no gpubot store at {url} (the file {file.resolve()} does not exist): give "
+                "the store `gpubot serve` uses (--store-url, or store_url in the settings)"
+            )
         engine = create_engine(url, lock_timeout_s)
         shown = make_url(url).render_as_string(hide_password=True)
         store = cls(engine, shown)
-        if migrate:
-            with store.db.translated():
-                schema.ensure_current(engine, shown)
+        if migrate or not create:
+            try:
+                with store.db.translated():
+                    schema.ensure_current(engine, shown, create=create)
+            except BaseException:
+                store.close()
+                raise
         return store
 
     def close(self) -> None:

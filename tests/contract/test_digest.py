@@ -657,5 +657,48 @@ def test_a_diagnosis_superseded_in_place_is_one_incident_opened_once_and_never_r
     digest = build_digest(store, T0)
     # Back to open from awaiting approval is the better story starting, not a flap.
     assert (digest.opened, digest.reopened, digest.flapped, digest.resolved) == (1, 0, 0, 1)
+    assert digest.superseded == 1
     assert digest.median_recover_s == 2 * 3600
     assert digest.repeat_offenders == []
+
+
+def superseded_in_place(store: SqlStore, node: str, at: datetime, *rules: str) -> Incident:
+    """An incident opened with `rules[0]`, each later rule superseding the one before it in
+    place (as the pass records a better diagnosis of the same node), 10 s apart."""
+    first = opened(store, node, rules[0], at)
+    for step, (earlier, rule) in enumerate(itertools.pairwise(rules), 1):
+        store.transition(first.id, S.DIAGNOSED, "gpubot", at + timedelta(seconds=10 * step - 5))
+        recorded = store.record_diagnosis(
+            "prod",
+            diagnosis(rule=rule, node=node),
+            at + timedelta(seconds=10 * step),
+            3600,
+            replaces=(earlier,),
+        )
+        assert (recorded.change, recorded.incident.id) == ("superseded", first.id)
+    return store.incident(first.id)
+
+
+def test_superseded_counts_the_incidents_a_better_diagnosis_took_over_in_place(
+    store: SqlStore,
+) -> None:
+    h = timedelta(hours=1)
+    # Superseded twice inside the window, then resolved: one incident, one recovery.
+    twice = superseded_in_place(
+        store, "gpu-a1", T0 - 5 * h, "gpu-capacity-short", "gpu-fell-off-bus", "gpu-ecc-error"
+    )
+    resolve(store, twice, T0 - 3 * h)
+    # Superseded inside the window, still open.
+    superseded_in_place(store, "gpu-a2", T0 - 2 * h, "gpu-capacity-short", "gpu-fell-off-bus")
+    # Superseded the day before: not this window's news, though it resolved inside it.
+    old = superseded_in_place(
+        store, "gpu-a3", T0 - 30 * h, "gpu-capacity-short", "gpu-fell-off-bus"
+    )
+    resolve(store, old, T0 - 20 * h)
+    digest = build_digest(store, T0)
+    assert (digest.opened, digest.resolved, digest.superseded) == (2, 2, 2)
+    assert (digest.reopened, digest.flapped) == (0, 0)
+    # Each recovers from its first open: the problem began then, whatever it was called.
+    assert digest.median_recover_s == 6 * 3600
+    assert digest_lines(digest, Lang.EN)[0] == ("Last 24 hours: 2 opened, 2 resolved, 2 superseded")
+    assert digest_lines(digest, Lang.ZH)[0] == "过去 24 小时：新开 2 起，已解决 2 起，被取代 2 起"

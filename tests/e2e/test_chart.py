@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.config import Settings
 from bot.kube.permissions import required
 from tests.helpers.paths import REPO
 
@@ -78,6 +79,7 @@ MATRIX: dict[str, dict[str, Any]] = {
         "dbUpgrade": {"initContainer": {"enabled": True}},
         "persistence": {"existingClaim": "gpubot-data", "storageClass": "fast"},
         "image": {"repository": "registry.example/gpubot", "digest": "sha256:" + "a" * 64},
+        "smokeTest": {"image": "registry.example/cuda:12.4.1-base-ubuntu22.04"},
     },
 }
 
@@ -155,6 +157,8 @@ def test_every_object_is_valid_for_kubernetes(case: tuple[str, list[dict[str, An
         ({"config": {"serve": {"bearer_token": "x"}}}, ["/config/serve/bearer_token"]),
         ({"config": {"rules_dir": "/rules"}}, ["/config/rules_dir"]),
         ({"logLevel": "verbose"}, ["/logLevel"]),
+        ({"smokeTest": {"enabled": "yes"}}, ["/smokeTest/enabled", "boolean"]),
+        ({"smokeTest": {"gpus": 8}}, ["/smokeTest", "gpus"]),
     ],
 )
 def test_bad_values_are_refused_by_the_schema(values: dict[str, Any], expected: list[str]) -> None:
@@ -284,6 +288,12 @@ def test_the_deployment_runs_serve_with_its_settings_and_secrets(
     from bot.config import Settings
 
     Settings.model_validate(settings)
+    # The smoke-test pods go to the release namespace, where the Role lets gpubot make them.
+    smoke = Settings.model_validate(settings).remediation.smoke_test
+    assert (smoke.enabled, smoke.namespace) == (True, NAMESPACE)
+    assert smoke.image == MATRIX[name].get("smokeTest", {}).get(
+        "image", Settings().remediation.smoke_test.image
+    )
 
     replicas = deployment["spec"]["replicas"]
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -322,15 +332,18 @@ def rules_of(obj: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
-@pytest.mark.parametrize("force", [False, True])
-def test_rbac_is_what_gpubot_does(force: bool) -> None:
-    """The chart grants exactly the permissions `gpubot serve` checks at start (one list,
-    `bot.kube.permissions.required`): cluster-wide ones in the ClusterRole, the Lease's in
-    the Role; plus pod deletion when force drains are allowed."""
-    objs = objects({"rbac": {"allowForceDrain": force}})
+@pytest.mark.parametrize(("force", "smoke"), [(False, True), (True, True), (False, False)])
+def test_rbac_is_what_gpubot_does(force: bool, smoke: bool) -> None:
+    """The chart grants exactly the permissions `gpubot serve` checks at start with the
+    settings the chart writes (one list, `bot.kube.permissions.required`): cluster-wide ones
+    in the ClusterRole, the Lease's and the smoke-test pods' in the Role; plus pod deletion
+    when force drains are allowed."""
+    objs = objects({"rbac": {"allowForceDrain": force}, "smokeTest": {"enabled": smoke}})
     (configmap,) = [c for c in by_kind(objs, "ConfigMap") if c["metadata"]["name"] == RELEASE]
     settings = yaml.safe_load(configmap["data"]["settings.yaml"])
-    needed = required(NAMESPACE, settings["serve"]["lease_name"])
+    assert settings["remediation"]["smoke_test"]["enabled"] is smoke
+    needed = required(Settings(**settings))
+    assert all(p.namespace in ("", NAMESPACE) for p in needed)
     as_rules = {
         (p.group, p.resource + (f"/{p.subresource}" if p.subresource else ""), p.verb): p
         for p in needed
@@ -429,6 +442,14 @@ def test_notes_tell_the_next_three_steps() -> None:
     for step in ("1. Alertmanager", "2. Slack", "3. A test alert"):
         assert step in notes
     assert f"http://{RELEASE}.{NAMESPACE}.svc:8080/alertmanager" in notes
+    # The smoke-test image the nodes must pull is named, as gpubot's default.
+    from bot.config import SmokeTestSettings
+
+    assert f"from {SmokeTestSettings().image}:" in notes
+    mirrored = render({"smokeTest": {"image": "registry.example/cuda:12"}})
+    assert "from registry.example/cuda:12:" in mirrored[f"{CHART.name}/templates/NOTES.txt"]
+    off = render({"smokeTest": {"enabled": False}})[f"{CHART.name}/templates/NOTES.txt"]
+    assert "smoke-test" not in off
 
 
 def deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -440,11 +461,13 @@ def deep_merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return into
 
 
-def test_the_documented_install_command_renders() -> None:
-    """docs/install.md's `helm install`, its --set and --set-json values as Helm parses them."""
-    text = (ROOT / "docs" / "install.md").read_text()
+@pytest.mark.parametrize("doc", ["docs/install.md", "README.md"])
+def test_the_documented_install_command_renders(doc: str) -> None:
+    """The `helm install` of docs/install.md and the README, its --set and --set-json values
+    as Helm parses them."""
+    text = (ROOT / doc).read_text()
     block = re.search(r"```sh\n(helm install .*?)```", text, re.S)
-    assert block, "no helm install command in docs/install.md"
+    assert block, f"no helm install command in {doc}"
     words = shlex.split(block.group(1).replace("\\\n", " "))
     values: dict[str, Any] = {}
     for flag, argument in itertools.pairwise(words):
@@ -468,7 +491,10 @@ def test_the_documented_install_command_renders() -> None:
         "groups": ["gpu-oncall"],
         "two_person": True,
     }
-    # The smoke-test pod's namespace is gpubot's default NAMESPACE: the Role must cover it.
-    from bot.names import NAMESPACE
-
-    assert namespace == NAMESPACE
+    # The smoke-test pods go where the Role lets gpubot create them: the release namespace.
+    assert settings["remediation"]["smoke_test"] == {"enabled": True, "namespace": namespace}
+    (role,) = by_kind(objs, "Role")
+    assert role["metadata"]["namespace"] == namespace
+    assert {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]} in role[
+        "rules"
+    ]

@@ -225,7 +225,9 @@ def test_the_digest_of_a_demo_run_counts_its_incidents(tmp_path: Path) -> None:
 
 
 def test_timeline_of_an_unknown_node_is_a_clear_error(tmp_path: Path) -> None:
-    done = gpubot("timeline", "gpu-zz", "--store-url", f"sqlite:///{tmp_path / 'x.db'}")
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    assert gpubot("db", "upgrade", "--store-url", url).returncode == 0  # a store, empty
+    done = gpubot("timeline", "gpu-zz", "--store-url", url)
     assert done.returncode == 2
     assert "no incident with id or node 'gpu-zz'" in done.stderr
 
@@ -233,7 +235,7 @@ def test_timeline_of_an_unknown_node_is_a_clear_error(tmp_path: Path) -> None:
 def test_demo_without_a_person_stops_at_the_first_approval() -> None:
     done = gpubot("demo", "--pause", "0.3")
     assert done.returncode == 0, done.stderr
-    assert "waiting for a person: run with --approve-as NAME" in done.stdout
+    assert "Run `gpubot demo --approve-as NAME` to approve as NAME" in done.stdout
     assert "drained" not in done.stdout
 
 

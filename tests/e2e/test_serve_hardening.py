@@ -28,6 +28,7 @@ from bot.store.sql import SqlStore
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState
+from tests.helpers.builders import webhook_alert, webhook_payload
 
 TOKEN = "webhook-token"
 METRICS_TOKEN = "metrics-token-5e2"
@@ -42,6 +43,17 @@ def wait_for(what: str, check: Callable[[], Any], timeout_s: float = 20.0) -> An
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+def post_webhook(base: str, payload: dict[str, Any]) -> int:
+    request = urllib.request.Request(
+        base + "/alertmanager",
+        data=json.dumps(payload).encode(),
+        headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return int(answer.status)
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
@@ -148,6 +160,49 @@ def test_readyz_fails_while_the_kubernetes_api_is_away_and_the_log_says_so_once(
     assert (len(went), len(came)) == (1, 1), messages
     assert not [m for m in messages if "Retrying" in m], messages
     assert "127.0.0.1" not in went[0]
+
+
+def test_an_alert_taken_while_the_kubernetes_api_was_away_is_diagnosed_soon_after_it_is_back(
+    serving: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Finding 10 (recovery): an alert stored while the API server was unreachable was
+    diagnosed only by the sweep, minutes after the API came back (its pass failed once and
+    the batch was dropped). Now the intake retries the batch (0.5 s, doubling to 5 s) and
+    says so once when it starts waiting and once when it goes on."""
+    caplog.set_level(logging.INFO)
+    assert wait_for("ready", lambda: get(serving.base + "/readyz")[0] == 200)
+    port = serving.api.port
+    serving.api.stop()
+    wait_for("/readyz to fail", lambda: get(serving.base + "/readyz")[0] == 503, timeout_s=10)
+    # The alert alone tells it: nothing in the cluster changes that a watch could pick up.
+    alert = webhook_alert(
+        "GPUXidError", node="gpu-a2", gpu="0", xid="79", started=datetime.now(UTC)
+    )
+    nowhere = webhook_alert("GPUDriverMismatch", job="dcgm", started=datetime.now(UTC))
+    assert post_webhook(serving.base, webhook_payload(alert, nowhere)) == 200
+    time.sleep(4)  # the pass fails meanwhile, and is tried again
+    assert serving.replica.store.incidents(node="gpu-a2") == []
+    back = SimulatedApiServer(serving.api.store, port=port).start()
+    try:
+        came_back = time.monotonic()
+        [incident] = wait_for(
+            "the diagnosis", lambda: serving.replica.store.incidents(node="gpu-a2"), 15
+        )
+        assert time.monotonic() - came_back < 10
+        assert incident.rule == "gpu-fell-off-bus"
+        wait_for("the chat", lambda: f"incident {incident.id}" in serving.chat_output.getvalue())
+    finally:
+        back.stop()
+
+    def said(start: str) -> list[str]:
+        return [m for r in caplog.records if (m := r.getMessage()).startswith(start)]
+
+    wait_for("the line that says it goes on", lambda: said("diagnosis goes on"))
+    # Told once, though its batch was tried again and again.
+    assert serving.chat_output.getvalue().count("GPUDriverMismatch (firing) names no node") == 1
+    assert (len(said("diagnosis paused")), len(said("diagnosis goes on"))) == (1, 1)
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if m.startswith("processing")], messages
 
 
 def test_the_quarantine_is_told_in_the_chat_and_metrics_ask_for_their_token(

@@ -24,6 +24,7 @@ from bot.errors import InputError
 from bot.roots import serve as runtime
 from gpusim import faults
 from gpusim.resources import BY_KIND
+from tests.helpers.builders import webhook_alert, webhook_payload
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
     SIGNING_SECRET,
@@ -203,3 +204,36 @@ def test_half_configured_slack_is_refused_at_start_before_the_store_is_touched(
         )
     assert refused.value.where == field
     assert not (tmp_path / "gpubot.db").exists()
+
+
+def test_three_hundred_alerts_naming_no_node_are_one_channel_message(
+    serving: Running, double: SlackDouble
+) -> None:
+    """Finding 9: each alert without a node label became a channel message of its own (300
+    alerts, 300 messages). An Alertmanager group's alerts that name no node are now one
+    notice, counting them by name."""
+    started = datetime.now(UTC)
+    alerts = [
+        webhook_alert(
+            "DCGMExporterDown" if i % 3 else "GPUXidError",
+            job="dcgm",
+            shard=str(i),
+            started=started,
+        )
+        for i in range(300)
+    ]
+    group = '{}:{alertname=~"DCGM.*|GPUXid.*"}'
+    assert serving.webhook(webhook_payload(*alerts, group_key=group)) == 200
+    wait_for("the notice", lambda: double.calls_to("chat.postMessage"))
+    wait_for(
+        "every signal split and the outbox sent",
+        lambda: (
+            len(serving.replica.store.active_signals()) == 300
+            and serving.replica.store.outbox_pending() == 0
+        ),
+    )
+    time.sleep(1)  # a second message, if any, would be queued by now
+    assert serving.replica.store.outbox_pending() == 0
+    [notice] = double.messages(CHANNEL)
+    assert "300 alerts of Alertmanager group" in notice["text"], notice["text"]
+    assert "DCGMExporterDown ×200" in notice["text"] and "GPUXidError ×100" in notice["text"]

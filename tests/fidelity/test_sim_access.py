@@ -136,6 +136,8 @@ def test_a_token_nobody_issued_is_unauthorized(cluster: SimulatedApiServer, tmp_
         "error: You must be logged in to the server "
         "(the server has asked for the client to provide credentials)"
     ) in done.stderr
+    # The audit log has it as nobody's 401 (kubectl's discovery, the first request, refused).
+    assert {(e.user, e.verb, e.path, e.code) for e in cluster.audit()} == {("", "get", "/api", 401)}
 
 
 def test_whoami_names_the_admin_and_the_service_account(admin: Kubectl, bound: Kubectl) -> None:
@@ -222,6 +224,16 @@ def test_a_forbidden_request_prints_kube_apiservers_message(
         'Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:gpubot:'
         'gpubot" cannot list resource "pods" in API group "" in the namespace "ml"'
     ) in listed.stderr
+    # The audit log: each refusal as the ServiceAccount's 403, with the RBAC verb and resource.
+    forbidden = {
+        (e.verb, e.resource, e.name, e.namespace) for e in cluster.audit() if e.code == 403
+    }
+    assert forbidden == {("patch", "nodes", "gpu-a1", ""), ("list", "pods", "", "ml")}
+    assert {e.user for e in cluster.audit() if e.code == 403} == {SA_USER}
+    assert any(
+        (e.user, e.verb, e.resource, e.code) == (SA_USER, "get", "nodes", 200)
+        for e in cluster.audit()
+    )  # kubectl cordon read the node first
 
 
 def test_a_binding_to_a_missing_role_says_so_in_the_refusal(

@@ -1,20 +1,32 @@
-"""The executor on the simulated cluster and a SQLite store, with a policy naming an on-call
-group and a clock the test moves: what the executor and digest tests build on.
+"""Rigs on the simulated cluster and a SQLite store, with a clock the test moves: `make_rig`,
+the executor with a policy naming an on-call group (what the executor and digest tests build
+on); `make_live`, the serving passes and the leader's follow-up as one replica runs them, the
+chat recorded (what the live-loop tests build on).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
+from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.drills.record import RecordingChat, Seen, SeenKind
 from bot.evidence.gate import ExternalEvidence
 from bot.kube.cluster import KubeCluster
-from bot.model import Action, IncidentState
+from bot.model import Action, ActionRequest, Incident, IncidentState, Signal
+from bot.pipeline.service import Service
 from bot.remediate.executor import Executor
+from bot.roots.offline import load_ruleset
+from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
+from gpusim import faults
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
 
@@ -81,3 +93,137 @@ def make_rig(sim_cluster: Any, tmp_path: Path, **remediation: Any) -> Rig:
     store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
     store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", clock())
     return Rig(server, cluster, store, clock, executor, incident.id)
+
+
+# ---- the live loop: the serving passes over the simulator ------------------------------------
+
+LIVE_POLICY = ApprovalPolicy(
+    cordon=ActionPolicy(users=["alice", "bob"]),
+    drain=ActionPolicy(users=["alice", "bob"], two_person=True),
+    uncordon=ActionPolicy(users=["alice", "bob"]),
+)
+
+
+class MovingClock:
+    """Real time (the simulator stamps its objects with it), plus however far a test moves it."""
+
+    def __init__(self) -> None:
+        self.ahead = timedelta()
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) + self.ahead
+
+
+@dataclass
+class GpuErrors:
+    """What Prometheus shows of new GPU errors on a node in the gate's window (its
+    no-new-gpu-errors item): none unless a test says so."""
+
+    errors: list[str] = field(default_factory=list)
+    clear_by: datetime | None = None
+    """When they leave the window if no new one comes."""
+
+    def __call__(self, _node: str) -> ExternalEvidence:
+        return ExternalEvidence(new_gpu_errors=list(self.errors), errors_clear_by=self.clear_by)
+
+
+@dataclass
+class Live:
+    """One replica's `Service` (leader) as `serve` composes it, on the simulator, with the chat
+    a person reads recorded (`RecordingChat` around the console chat) and alerts stored as the
+    webhook's inbox stores them. A test moves time (`clock.ahead`) and runs what the leader's
+    scheduler would run (`follow_up`)."""
+
+    server: Any
+    store: SqlStore
+    service: Service
+    chat: RecordingChat
+    out: io.StringIO
+    clock: MovingClock
+    prometheus: GpuErrors
+    _firing: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def _store_alerts(self, payload: dict[str, Any]) -> list[Signal]:
+        signals = signals_from_payload(validate_payload(payload), ["node"])
+        fresh = self.store.add_signals(signals, self.clock())
+        return [s for s, new in zip(signals, fresh, strict=True) if new]
+
+    def fault(self, fault: str, node: str, **params: Any) -> list[Signal]:
+        """The fault happens, and its alerts arrive at once; returns the new signals."""
+        result = faults.inject(self.server.store, fault, node, datetime.now(UTC), **params)
+        self._firing[(fault, node)] = result.alerts
+        return self._store_alerts(result.payload()) if result.alerts else []
+
+    def repair(self, fault: str, node: str) -> list[Signal]:
+        """The fault is mended, and the alerts it fired arrive resolved."""
+        faults.repair(self.server.store, fault, node, datetime.now(UTC))
+        ends = self.clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        alerts = [
+            {**a, "status": "resolved", "endsAt": ends} for a in self._firing.pop((fault, node), [])
+        ]
+        if not alerts:
+            return []
+        payload = faults.FaultResult(fault, node, [], alerts).payload()
+        return self._store_alerts({**payload, "status": "resolved"})
+
+    def run(self, signals: Sequence[Signal] = ()) -> list[Incident]:
+        """One diagnosis pass, as the worker runs it for a batch (none: a sweep)."""
+        return self.service.process(list(signals))
+
+    def follow_up(self) -> None:
+        self.service.follow_up()
+
+    def requests(self, node: str, action: Action) -> list[ActionRequest]:
+        """The node's requests for `action`, oldest first."""
+        found = [
+            r
+            for incident in self.store.incidents(node=node)
+            for r in self.store.requests(incident.id)
+            if r.action is action
+        ]
+        return sorted(found, key=lambda r: r.created_at)
+
+    def undecided(self, node: str, action: Action) -> ActionRequest:
+        [request] = [r for r in self.requests(node, action) if self.store.execution(r.id) is None]
+        return request
+
+    def shown(self, kind: SeenKind | None = None, node: str | None = None) -> list[Seen]:
+        return [
+            s
+            for s in self.chat.shown()
+            if (kind is None or s.kind == kind) and (node is None or s.node == node)
+        ]
+
+    def cordoned(self, node: str) -> bool:
+        obj = self.server.store.get(BY_KIND["Node"], "", node)
+        return bool(obj["spec"].get("unschedulable"))
+
+    def uncordon_by_hand(self, node: str) -> None:
+        self.server.store.patch(BY_KIND["Node"], "", node, MERGE, {"spec": {"unschedulable": None}})
+
+
+def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
+    """`changes`: settings over the defaults (e.g. `remediation=Remediation(...)`); the
+    approval policy is `LIVE_POLICY` unless `remediation` says otherwise."""
+    server, cluster = sim_cluster
+    changes.setdefault("remediation", Remediation(approvals=LIVE_POLICY))
+    settings = Settings(**changes)
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    out = io.StringIO()
+    clock = MovingClock()
+    chat = RecordingChat(ConsoleChat(Console(file=out, width=200), settings.lang), clock)
+    prometheus = GpuErrors()
+    executor = Executor(
+        cluster, store, settings, executor_id="live", clock=clock, external=prometheus
+    )
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings),
+        store=store,
+        cluster=cluster,
+        chat=chat,
+        executor=executor,
+        clock=clock,
+        is_leader=lambda: True,
+    )
+    return Live(server, store, service, chat, out, clock, prometheus)

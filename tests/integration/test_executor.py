@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from bot.config import SmokeTestSettings
 from bot.model import Action, IncidentState, TimelineEntry
-from bot.names import MAINTENANCE_TAINT
+from bot.names import MAINTENANCE_TAINT, NAMESPACE
 from bot.remediate.approvals import approvals_needed
-from bot.remediate.nodes import cordon
+from bot.remediate.nodes import cordon, take_out
 from gpusim.faults import inject
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
@@ -226,6 +227,29 @@ def test_uncordon_is_refused_until_the_gate_passes(rig: Rig) -> None:
     assert rig.cordoned("gpu-a3")
 
 
+def test_uncordon_is_refused_when_the_smoke_test_pod_does_not_pass(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    """With remediation.smoke_test on, the gate runs the pod before an approved uncordon;
+    here no kubelet runs it (the simulator's controllers are off), so it cannot pass: the node
+    stays out, the refusal says why, and the pod is gone."""
+    rig = make_rig(sim_cluster, tmp_path, smoke_test=SmokeTestSettings(enabled=True, timeout_s=1))
+    cordon(rig.cluster, "gpu-a3")
+    request = rig.request(Action.UNCORDON)
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "refused", outcome.message
+    assert (
+        "health gate not passed: gpu-smoke-test: the smoke-test pod did not finish within 1s"
+        in outcome.message
+    )
+    assert rig.cordoned("gpu-a3")
+    created = [d for d in rig.server.store.direct_deletes if d[0] == NAMESPACE]
+    assert len(created) == 1 and created[0][1].startswith("gpubot-smoke-gpu-a3-")
+    pods, _ = rig.server.store.list(BY_KIND["Pod"], NAMESPACE)
+    assert pods == []
+    rig.store.close()
+
+
 def test_uncordon_anyway_needs_its_own_two_approvers(rig: Rig) -> None:
     cordon(rig.cluster, "gpu-a3")
     inject(rig.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
@@ -270,6 +294,21 @@ def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> 
     assert all(t["key"] != MAINTENANCE_TAINT for t in node["spec"].get("taints") or [])
     assert node["metadata"]["annotations"].get("team") == "ml"
     assert not [k for k in node["metadata"]["annotations"] if k.startswith("gpubot.io/")]
+
+
+def test_a_taint_added_after_the_check_read_the_node_survives_the_cordon(rig: Rig) -> None:
+    # The cordon, taint and annotations go in one patch computed from the node the check
+    # read: a taint the node controller adds in between must not be overwritten.
+    seen = rig.executor.cluster.get("Node", "", "gpu-a3")
+    added = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
+    rig.server.store.patch(BY_KIND["Node"], "", "gpu-a3", MERGE, {"spec": {"taints": [added]}})
+    ours = {"key": MAINTENANCE_TAINT, "value": "inc-1", "effect": "NoSchedule"}
+    change = take_out(rig.executor.cluster, "gpu-a3", seen, ours, {"gpubot.io/incident": "inc-1"})
+    assert change.changed
+    node = rig.node("gpu-a3")
+    assert node["spec"]["unschedulable"] is True
+    assert added in node["spec"]["taints"] and ours in node["spec"]["taints"]
+    assert node["metadata"]["annotations"]["gpubot.io/incident"] == "inc-1"
 
 
 def test_a_drain_request_names_the_training_it_would_cost(rig: Rig) -> None:
@@ -391,3 +430,19 @@ def test_a_drain_taken_over_elsewhere_stops_here_and_leaves_the_result_to_the_ne
         assert "action-result" not in kinds
     finally:
         rig.store.close()
+
+
+def test_a_drain_proposal_says_the_flags_it_will_run_with(rig: Rig) -> None:
+    """Issue 19 item 9: the runbook's step says --delete-emptydir-data; the proposal says
+    whether this drain uses it, and why, as `command_for` and the drain itself do."""
+    plain = rig.request(Action.DRAIN)
+    asked = rig.request(Action.DRAIN, "gpu-a1", delete_emptydir_data=True)
+    said = {
+        e.data["request"]: e.text for e in rig.store.timeline(rig.incident) if e.kind == "proposal"
+    }
+    assert said[plain].startswith("proposed: kubectl drain gpu-a3 --ignore-daemonsets (")
+    assert "no --delete-emptydir-data: a pod with emptyDir data stops the drain" in said[plain]
+    assert said[asked].startswith(
+        "proposed: kubectl drain gpu-a1 --ignore-daemonsets --delete-emptydir-data ("
+    )
+    assert "--delete-emptydir-data, as asked" in said[asked]

@@ -271,6 +271,22 @@ def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> N
     assert bot.metric("gpubot_diagnoses_posted_total") >= 1
 
 
+def test_an_ad_hoc_request_run_by_the_leader_says_how_it_ended(bot: Bot) -> None:
+    """Finding 11: a request no incident holds (`/gpubot cordon gpu-a3`, approved with
+    `gpubot approve` on another process) ended in the executions table and nowhere a person
+    reads. The leader that runs it now says how it ended, for that request."""
+    facts = bot.service.executor.read_facts("gpu-a3")
+    request = bot.service.executor.request(Action.CORDON, facts.nodes["gpu-a3"], None, "carol")
+    bot.leader[0] = False
+    assert bot.service.approve(request.id, "alice").status == "recorded"
+    bot.leader[0] = True
+    [acted] = bot.service.run_leader_duties()
+    assert acted.status == "acted", acted.message
+    assert bot.server.store.get(BY_KIND["Node"], "", "gpu-a3")["spec"]["unschedulable"] is True
+    assert f"[request {request.id}] {acted.message}" in bot.said
+    assert "cordoned gpu-a3" in acted.message
+
+
 def test_unanswered_proposals_expire_and_say_so(bot: Bot) -> None:
     signals = bot.alert("xid", "gpu-a2", code=79, gpu=3)
     [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]

@@ -71,7 +71,9 @@ from bot.remediate.executor import Executor
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
-from gpusim import faults
+from gpusim import faults, objects
+from gpusim.resources import BY_KIND
+from tests.helpers.mrkdwn import shown
 from tests.helpers.paths import NOW, REPO
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
@@ -226,9 +228,11 @@ class Rig:
 @pytest.fixture
 def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
     sim, cluster = sim_cluster
-    # Proposals at once (not held for an alert): the buttons are what these tests click.
+    # Proposals at once (not held for an alert): the buttons are what these tests click;
+    # revisions at once (not one in 30 s): what a revision keeps is what some test looks at.
     settings = Settings(
-        remediation=Remediation(approvals=POLICY), thresholds=Thresholds(settle_s=0)
+        remediation=Remediation(approvals=POLICY),
+        thresholds=Thresholds(settle_s=0, revise_every_s=0),
     )
     slack = SlackSettings(
         bot_token=DEFAULT_TOKEN,
@@ -330,7 +334,7 @@ def test_two_allowed_approvals_drain_the_node_and_the_message_says_who(rig: Rig)
     assert (DENY_ACTION, drain.id) not in _buttons(blocks)
     assert "approved by <@U0ALICE> and <@U0BOB>" in _texts(blocks)
     assert (SNOOZE_ACTION, incident.id) in _buttons(blocks)  # the incident row stays
-    thread = rig.thread(message)
+    thread = [shown(t).text for t in rig.thread(message)]  # as people read it
     started = next(i for i, t in enumerate(thread) if t.startswith("running `kubectl drain gpu-a2"))
     progress = [i for i, t in enumerate(thread) if t.startswith("evicted ")]
     done = next(i for i, t in enumerate(thread) if t.startswith("drained gpu-a2"))
@@ -670,6 +674,88 @@ def test_deny_replaces_the_buttons(rig: Rig) -> None:
     assert rig.sim.store.evictions == []
 
 
+def test_a_message_revised_for_a_new_blocker_still_says_who_approved(rig: Rig) -> None:
+    """After the drain, someone starts a pod by hand on the cordoned node: the message is
+    revised to name it, and keeps saying who approved the drain."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    for who in (ALICE, BOB):
+        assert rig.click(who, APPROVE_ACTION, message, drain.id) == 200
+        rig.settle()
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is True
+    stray = objects.pod("debug-shell", "default", "gpu-a2", datetime.now(UTC), age=timedelta(0))
+    rig.sim.store.create(BY_KIND["Pod"], "default", stray)
+    rig.service.process([])
+    rig.settle()
+    last = rig.double.message(CHANNEL, message["ts"])
+    text = _texts(last["blocks"])
+    assert "default/debug-shell" in text
+    assert "approved by <@U0ALICE> and <@U0BOB>" in text
+    assert (SNOOZE_ACTION, incident.id) in _buttons(last["blocks"])
+    assert any(
+        t.startswith("updated: now in the drain's way: no-controller default/debug-shell")
+        for t in rig.thread(message)
+    ), rig.thread(message)
+
+
+def test_a_drain_proposal_names_the_blocking_budget_however_many_other_blockers(
+    rig: Rig,
+) -> None:
+    """Six pods started by hand (no controller, emptyDir data: twelve blockers, more than the
+    message shows) and a budget that allows no disruption: the budget is what stalls a drain
+    on 429s, so the message names it with its disruptionsAllowed."""
+    for n in range(6):
+        stray = objects.pod(f"scratch-{n}", "default", "gpu-a2", datetime.now(UTC), emptydir=True)
+        rig.sim.store.create(BY_KIND["Pod"], "default", stray)
+    faults.inject(rig.sim.store, "pdb-block", "gpu-a2", datetime.now(UTC))
+    incident, _ = rig.alert_xid79()
+    text = _texts(rig.message_of(str(incident.chat_ref))["blocks"])
+    assert "PDB train-llm-0-pdb (disruptionsAllowed=0" in text
+    assert "more in the timeline" in text  # the other blockers are not all shown
+
+
+def test_a_pool_wide_failure_is_one_channel_message_with_each_node_in_its_thread(
+    rig: Rig,
+) -> None:
+    for node in ("gpu-a1", "gpu-a2", "gpu-a3"):
+        faults.inject(rig.sim.store, "zero-capacity", node, datetime.now(UTC))
+    rig.service.process([])
+    rig.settle()
+    [pool] = [i for i in rig.store.incidents() if i.node is None and i.pool == "a100-east"]
+    assert pool.rule == "pool-wide-failure"
+    nodes = [i for i in rig.store.incidents() if i.node in ("gpu-a1", "gpu-a2", "gpu-a3")]
+    assert len(nodes) == 3
+    in_channel = [m for m in rig.double.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
+    assert len(in_channel) == 1
+    [message] = in_channel
+    assert message["ts"] == rig.message_of(str(pool.chat_ref))["ts"]
+    replies = rig.double.replies(CHANNEL, message["ts"])
+    for incident in nodes:
+        posted = rig.message_of(str(incident.chat_ref))
+        assert posted in replies  # the node's diagnosis, in the pool's thread
+        assert incident.node is not None and incident.node in _texts(posted["blocks"])
+
+
+def test_a_strangers_deny_is_told_who_may_and_the_oncall_still_approve(rig: Rig) -> None:
+    """Issue 15: someone named in no policy clicked Deny on a drain, and the rightful
+    approvers were then refused."""
+    incident, drain = rig.alert_xid79()
+    message = rig.message_of(str(incident.chat_ref))
+    assert rig.click(MALLORY, DENY_ACTION, message, drain.id) == 200
+    rig.settle()
+    [told] = rig.ephemerals_to(MALLORY)
+    assert "you are not allowed to deny drain on gpu-a2 (may deny it: @gpu-oncall)" in told
+    assert rig.store.execution(drain.id) is None
+    assert rig.double.calls_to("chat.update") == []  # the buttons stay
+
+    for person in (ALICE, BOB):
+        assert rig.click(person, APPROVE_ACTION, message, drain.id) == 200
+        rig.settle()
+    execution = rig.store.execution(drain.id)
+    assert execution is not None and execution.outcome == "succeeded", execution
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is True
+
+
 def test_a_superseded_incidents_buttons_are_replaced_and_a_late_click_changes_nothing(
     rig: Rig,
 ) -> None:
@@ -735,6 +821,26 @@ def test_slash_cordon_is_proposed_and_needs_someone_else(rig: Rig) -> None:
     assert update.params["ts"] == proposal["ts"]
     assert (APPROVE_ACTION, request.id) not in _buttons(update.params["blocks"])
     assert "approved by <@U0BOB>" in _texts(update.params["blocks"])
+
+
+def test_a_slash_drain_with_no_incident_tells_its_result_under_its_proposal(rig: Rig) -> None:
+    """Finding 11: `/gpubot drain NODE` with no incident drained the node and told no one:
+    the result was only in the executions table. It now comes in the thread of the proposal,
+    in the channel where the request was made."""
+    assert rig.command(CAROL, "drain gpu-a3")[0] == 200
+    rig.settle()
+    [proposal] = rig.double.messages(CHANNEL)
+    [request_id] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+    assert rig.store.request(request_id).incident is None
+    assert rig.click(ALICE, APPROVE_ACTION, proposal, request_id) == 200
+    rig.settle()
+    assert rig.click(BOB, APPROVE_ACTION, proposal, request_id) == 200
+    rig.settle()
+    assert rig.node("gpu-a3")["spec"].get("unschedulable") is True
+    told = rig.thread(proposal)
+    assert any(line.startswith("drained gpu-a3") for line in told), told
+    tops = [m["ts"] for m in rig.double.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
+    assert tops == [proposal["ts"]]  # in its thread, not a message of its own
 
 
 def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:

@@ -9,12 +9,12 @@ controllers' background threads in real time, as `gpubot demo` does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from bot.config import Settings
+from bot.config import Settings, SmokeTestSettings
 from bot.errors import PermanentError
 from bot.evidence.collecting import collect_facts
 from bot.evidence.gate import ExternalEvidence, health_gate
@@ -26,6 +26,7 @@ from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
 from bot.remediate.nodes import add_taint, cordon
 from bot.remediate.smoke_test import (
     SmokeTest,
+    SmokeTests,
     parse_gpu_list,
     run_smoke_test,
     smoke_test_pod,
@@ -380,3 +381,41 @@ def test_the_gate_compares_the_listing_with_the_nodes_own_gpu_count(
     unknown = SmokeTest("gpu-a1", "p", 8, "unknown", "smoke-test pod not created: forbidden")
     gate = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[], smoke_test=unknown))
     assert [i.name for i in gate.failing] == ["gpu-smoke-test"]
+
+
+def test_the_executors_gate_runs_the_pod_once_the_rest_passes_and_reuses_a_recent_result(
+    sim: Sim,
+) -> None:
+    """`SmokeTests.gate` (what the executor's health gate calls with remediation.smoke_test
+    on): the pod runs when it is the only thing the gate lacks, its result stands for
+    max_age_s, and a node the gate refuses anyway gets no pod."""
+    sim.take_out_of_service()
+    now = [datetime(2026, 1, 5, 9, 0, tzinfo=UTC)]
+    settings = SmokeTestSettings(enabled=True, timeout_s=30, max_age_s=600)
+    tests = SmokeTests(sim, settings, lambda: now[0], sleep=Ticks(sim.controllers).sleep)
+
+    facts = sim.facts()
+    first = tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu")
+    assert first.passed, first.failing
+    smoke = next(i for i in first.items if i.name == "gpu-smoke-test")
+    assert smoke.reason == "nvidia-smi -L listed all 8 GPUs (NVIDIA A100-SXM4-80GB)"
+    assert [p["spec"]["nodeName"] for p in sim.created] == [NODE]
+
+    now[0] += timedelta(seconds=599)
+    assert tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu").passed
+    assert len(sim.created) == 1  # the recent pass stands
+    now[0] += timedelta(seconds=2)
+    assert tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu").passed
+    assert len(sim.created) == 2  # too old: run again
+
+    # Prometheus still sees Xid errors: the gate fails on them, and no pod is started.
+    other = "gpu-a2"
+    sim.take_out_of_service(other)
+    facts = sim.facts()
+    errors = ExternalEvidence(new_gpu_errors=["Xid 79 on GPU 3"])
+    refused = tests.gate(facts.nodes[other], facts, errors, "nvidia.com/gpu")
+    assert {i.name: i.outcome for i in refused.failing} == {
+        "no-new-gpu-errors": "fail",
+        "gpu-smoke-test": "unknown",
+    }
+    assert len(sim.created) == 2 and sim.smoke_pods() == []

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
-from bot.config import ActionPolicy, ApprovalPolicy
+from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
 from bot.evidence.snapshots import Snapshot
-from bot.model import Action, ClusterFacts
+from bot.model import Action, ClusterFacts, Lang
 from bot.remediate.approvals import (
     Vote,
     approvals_needed,
     decide,
+    deny_refusal,
     facts_fingerprint,
     new_request,
 )
@@ -43,6 +44,29 @@ def test_someone_the_policy_does_not_name_is_refused_with_who_is_needed(node: An
     decision = decide(request, "mallory", NOW, POLICY, groups_of)
     assert decision.outcome == "refused"
     assert decision.reason == "you are not allowed to approve cordon on gpu-a1 (needs: @gpu-oncall)"
+
+
+def test_who_may_deny_the_approvers_the_requester_and_the_configured_deny_set(
+    node: Any,
+) -> None:
+    policy = POLICY.model_copy(update={"deny": DenyPolicy(users=["sre-lead"], groups=["sre"])})
+    force = new_request("r1", Action.DRAIN, node, "carol", NOW, policy, force=True)
+
+    def groups(user: str) -> set[str]:
+        return {"sre"} if user == "in-sre" else groups_of(user)
+
+    for person in ("dave", "carol", "sre-lead", "in-sre"):  # approver, asker, deny set
+        assert deny_refusal(force, person, policy, groups, Lang.EN) is None, person
+    # On-call may approve a plain drain, not a forced one: they may not deny it either.
+    assert deny_refusal(force, "alice", policy, groups_of, Lang.EN) == (
+        "you are not allowed to deny drain --force on gpu-a1 (may deny it: dave, erin, @sre, "
+        "sre-lead)"
+    )
+    nobody = ApprovalPolicy()
+    cordon = new_request("r2", Action.CORDON, node, "gpubot", NOW, nobody)
+    assert deny_refusal(cordon, "alice", nobody, groups_of, Lang.ZH) == (
+        "你无权拒绝对 gpu-a1 的 cordon（可以拒绝的人：未配置任何人）"
+    )
 
 
 def test_a_group_member_approves_a_cordon(node: Any) -> None:

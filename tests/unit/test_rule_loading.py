@@ -103,6 +103,17 @@ def test_lint_catches_a_misspelt_field(tmp_path: Path, settings: Settings) -> No
     assert "when: NOT_FOUND" in str(problem) and "alocatable" in str(problem)
 
 
+def test_lint_checks_each_rule_against_its_own_scope(tmp_path: Path, settings: Settings) -> None:
+    # A node sees its pool's size, not the names of its members (a pool rule sees both): a
+    # node rule reading them would fail on every node at run time, so lint says so first.
+    node_rule = {**GOOD, "id": "reads-members", "when": "size(pool.nodes) > 1"}
+    counted = {**GOOD, "id": "reads-size", "when": "pool.size > 1"}
+    ruleset = load_rules([_write(tmp_path / "r.yaml", [node_rule, counted])])
+    assert ruleset.errors == []
+    [problem] = lint_rules(ruleset, settings)
+    assert "reads-members" in str(problem) and "nodes" in str(problem)
+
+
 def test_a_rule_failing_at_evaluation_does_not_stop_the_others(
     tmp_path: Path,
     settings: Settings,

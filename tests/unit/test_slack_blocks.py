@@ -319,7 +319,7 @@ def test_chinese_message_is_chinese(
     posted = _posted(diagnosis_blocks(d, requests, Lang.ZH))
     text = _texts(posted)
     assert posted[0]["text"]["text"].startswith("🔴 严重 · gpu-a2 (a100-east) · 节点 Ready")
-    assert "阶段: *steady*" in text
+    assert "阶段: *稳定运行*" in text
     for label in (
         "节点注册了吗？",
         "GPU 被调度器看见了吗？",

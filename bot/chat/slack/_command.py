@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from slack_bolt import Respond
 
-from bot.chat.blocks import escape
+from bot.chat.blocks import code, escape
 from bot.chat.slack._handling import INCIDENT_ID, Handling, ephemeral, timeline_blocks
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError
@@ -45,7 +45,7 @@ def handle_command(h: Handling, user: str, text: str, respond: Respond) -> None:
         elif sub in ("cordon", "drain", "uncordon") and arg:
             _propose(h, Action(sub), arg, user, respond)
         else:
-            unknown = "" if sub == "help" else f"Unknown subcommand `{escape(text[:100])}`.\n"
+            unknown = "" if sub == "help" else f"Unknown subcommand {code(text[:100])}.\n"
             ephemeral(respond, unknown + HELP.format(command=h.settings.command))
     except GpubotError as error:
         ephemeral(respond, f"Could not do that: {for_slack(str(error))}")
@@ -64,7 +64,7 @@ def _status(h: Handling, node: str | None) -> str:
         return f"{len(open_)} open incident(s): {counts}"
     facts = h.engine.executor.read_facts(node).nodes.get(node)
     if facts is None or not facts.known:
-        return f"No node `{escape(node)}` in the cluster."
+        return f"No node {code(node)} in the cluster."
     gpus = f"{facts.gpu.allocatable}/{facts.gpu.expected}" if facts.gpu else "none"
     lines = [
         f"*{escape(node)}* ({escape(facts.pool or 'no pool')}): ready {facts.ready or '?'}, "
@@ -75,7 +75,7 @@ def _status(h: Handling, node: str | None) -> str:
         lines.append("Health gate: " + escape("; ".join(facts.gate_failures)))
     for incident in store.incidents(node=node, states=OPEN_STATES):
         lines.append(
-            f"• incident {incident.id} `{escape(incident.rule)}` {incident.state.value}: "
+            f"• incident {incident.id} {code(incident.rule)} {incident.state.value}: "
             f"{escape(incident.title)}"
         )
     return "\n".join(lines)
@@ -86,7 +86,7 @@ def _incidents(h: Handling) -> str:
     if not open_:
         return "No open incidents."
     lines = [
-        f"• {i.id} · {escape(i.node or i.pool or 'cluster')} · `{escape(i.rule)}` · "
+        f"• {i.id} · {escape(i.node or i.pool or 'cluster')} · {code(i.rule)} · "
         f"{i.state.value} · since {hhmm(i.opened_at)} UTC"
         for i in open_[-30:]
     ]
@@ -103,7 +103,7 @@ def _timeline(h: Handling, arg: str, respond: Respond) -> None:
         found = store.incidents(node=arg)
         incident_id = found[-1].id if found else None
     if incident_id is None:
-        ephemeral(respond, f"No incident `{escape(arg)}`, nor one for a node of that name.")
+        ephemeral(respond, f"No incident {code(arg)}, nor one for a node of that name.")
         return
     ephemeral(respond, f"timeline of incident {incident_id}", timeline_blocks(store, incident_id))
 
@@ -111,7 +111,7 @@ def _timeline(h: Handling, arg: str, respond: Respond) -> None:
 def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond) -> None:
     facts = h.engine.executor.read_facts(node).nodes.get(node)
     if facts is None or not facts.known:
-        ephemeral(respond, f"No node `{escape(node)}` in the cluster.")
+        ephemeral(respond, f"No node {code(node)} in the cluster.")
         return
     open_ = h.engine.store.incidents(node=node, states=OPEN_STATES)
     incident = open_[-1] if open_ else None
@@ -119,7 +119,7 @@ def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond
     h.chat.post_proposal(request, incident)
     ephemeral(
         respond,
-        f"Proposed *{action.value} {escape(node)}* as request `{escape(request.id)}` in "
+        f"Proposed *{action.value} {escape(node)}* as request {code(request.id)} in "
         f"<#{h.chat.channel}>. Someone the approval policy names must approve it "
         f"(not you, unless the policy allows); it expires at {hhmm(request.expires_at)} UTC.",
     )

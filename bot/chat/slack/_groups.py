@@ -61,7 +61,8 @@ class SlackGroups:
     @classmethod
     def for_policy(cls, client: WebClient, policy: ApprovalPolicy, **kwargs: Any) -> SlackGroups:
         rules = (policy.cordon, policy.drain, policy.uncordon, policy.force, policy.uncordon_anyway)
-        return cls(client, [g for rule in rules for g in rule.groups], **kwargs)
+        groups = [g for rule in rules for g in rule.groups] + policy.deny.groups
+        return cls(client, groups, **kwargs)
 
     def __call__(self, user_id: str) -> set[str]:
         if not self.names:

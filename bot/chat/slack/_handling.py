@@ -22,7 +22,7 @@ from datetime import UTC
 from slack_bolt import Respond
 from slack_sdk.models.blocks import Block, SectionBlock
 
-from bot.chat.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, escape, fit
+from bot.chat.blocks import MAX_BLOCKS, SECTION_TEXT_MAX, code, escape, fit
 from bot.chat.slack._ports import Engine
 from bot.chat.slack._posting import SlackChat
 from bot.chat.slack._texts import THREAD_TEXT_MAX
@@ -80,7 +80,7 @@ def timeline_blocks(store: Store, incident_id: str) -> list[Block]:
     entries = store.timeline(incident_id)
     head = (
         f"*Timeline of incident {escape(incident.id)}* · {escape(incident.node or '-')} · "
-        f"`{escape(incident.rule)}` · {incident.state.value}"
+        f"{code(incident.rule)} · {incident.state.value}"
     )
     lines = [
         fit(

@@ -32,7 +32,11 @@ from typing import Any
 from slack_sdk.models.blocks import Block, SectionBlock
 
 from bot.chat.blocks import (
+    DECISION_BLOCK_PREFIX,
+    INCIDENT_BLOCK_ID,
+    MAX_BLOCKS,
     SECTION_TEXT_MAX,
+    code_block,
     decided_blocks,
     diagnosis_blocks,
     escape,
@@ -66,6 +70,24 @@ def proposal_key(request_id: str) -> str:
 
 def _blocks_json(blocks: Sequence[Block]) -> list[dict[str, Any]]:
     return [b.to_dict() for b in blocks]
+
+
+def _with_decisions(blocks: list[Block], shown: Sequence[dict[str, Any]]) -> list[Block]:
+    """`blocks` with the decisions `shown` carries, before the incident row: a revised
+    message still says who approved what. The oldest go first when Slack's block limit is
+    reached."""
+    decisions = [
+        parsed
+        for b in shown
+        if str(b.get("block_id", "")).startswith(DECISION_BLOCK_PREFIX)
+        and (parsed := Block.parse(b)) is not None
+    ]
+    if not decisions:
+        return blocks
+    at = next((i for i, b in enumerate(blocks) if b.block_id == INCIDENT_BLOCK_ID), len(blocks))
+    room = max(0, MAX_BLOCKS - len(blocks))
+    kept = decisions[len(decisions) - room :] if room else []
+    return [*blocks[:at], *kept, *blocks[at:]]
 
 
 class SlackChat:
@@ -115,7 +137,11 @@ class SlackChat:
     # the port
 
     def post_diagnosis(
-        self, incident: Incident, diagnosis: Diagnosis, requests: Sequence[ActionRequest]
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
     ) -> str | None:
         key = message_key(incident)
         blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
@@ -125,7 +151,10 @@ class SlackChat:
             "blocks": _blocks_json(blocks),
             "unfurl_links": False,
         }
-        self._put(key, group_key(incident.id), "chat.postMessage", payload)
+        # Under a pool's incident: a reply in its thread. The node's own thread lines then go
+        # to that thread too (the delivery posts under the reply's thread_ts).
+        refers = self._thread_of(under) if under is not None else None
+        self._put(key, group_key(incident.id), "chat.postMessage", payload, refers_to=refers)
         return key
 
     def post_thread(self, incident: Incident, text: str) -> None:
@@ -135,11 +164,27 @@ class SlackChat:
     def post_notice(self, text: str, monospace: bool = False) -> None:
         if monospace:
             # A code block: Slack's proportional font would break the digest's columns.
-            body = "```" + fit(escape(text), THREAD_TEXT_MAX - 6, escaped=True) + "```"
+            body = code_block(text, THREAD_TEXT_MAX)
         else:
             body = fit(escape(text), THREAD_TEXT_MAX, escaped=True)
         payload = {"channel": self.channel, "text": body}
         self._put(f"notice/{uuid.uuid4().hex}", "notices", "chat.postMessage", payload)
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        """A line in the thread of the request's proposal (in its group, so after the
+        proposal and its decision); in the channel when no proposal of it was posted."""
+        proposal = self.outbox.outbox_item(proposal_key(request.id))
+        payload = {
+            "channel": self.channel,
+            "text": fit(escape(text), THREAD_TEXT_MAX, escaped=True),
+        }
+        self._put(
+            f"request/{request.id}/result/{uuid.uuid4().hex}",
+            proposal.group_key if proposal is not None else f"request/{request.id}",
+            "chat.postMessage",
+            payload,
+            refers_to=proposal.key if proposal is not None else None,
+        )
 
     # beyond the port
 
@@ -167,7 +212,9 @@ class SlackChat:
         if incident is not None:
             intro += f" (incident {escape(incident.id)}: {escape(incident.title)})"
         blocks: list[Block] = [
-            SectionBlock(block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX))
+            SectionBlock(
+                block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX, escaped=True)
+            )
         ]
         blocks.extend(request_blocks(request, self.lang))
         if incident is not None:
@@ -241,7 +288,8 @@ class SlackChat:
         note: str,
     ) -> None:
         """A `chat.update` of the incident's message with the diagnosis and buttons it tells
-        now, and `note` in its thread; the earlier buttons go with the earlier blocks."""
+        now, and `note` in its thread; the earlier buttons go with the earlier blocks, the
+        decisions already shown (who approved, what was withdrawn) stay."""
         key = self._thread_of(incident)
         message = self.outbox.outbox_item(key)
         if message is None:  # never posted (an incident older than this gpubot): post it now
@@ -249,8 +297,12 @@ class SlackChat:
             self.post_thread(incident, note)
             return
         blocks = diagnosis_blocks(diagnosis, requests, self.lang, incident=incident.id)
-        payload = {"text": fallback_text(diagnosis, self.lang), "blocks": _blocks_json(blocks)}
         with self._decisions:
+            blocks = _with_decisions(blocks, self._current_blocks(message))
+            payload = {
+                "text": fallback_text(diagnosis, self.lang),
+                "blocks": _blocks_json(blocks),
+            }
             self._put(
                 f"{key}/revision/{uuid.uuid4().hex}",
                 message.group_key,

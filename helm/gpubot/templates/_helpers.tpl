@@ -86,6 +86,18 @@ pod's address (Service, probes). */}}
 {{- $_ := set $serve "lease_namespace" .Release.Namespace }}
 {{- $_ := set $serve "lease_name" (printf "%s-leader" (include "gpubot.fullname" .)) }}
 {{- $_ := set $settings "serve" $serve }}
+{{- /* The smoke-test pods go where the Role allows them: the release namespace. */}}
+{{- $remediation := deepCopy (get $settings "remediation" | default dict) }}
+{{- $smoke := deepCopy (get $remediation "smoke_test" | default dict) }}
+{{- $_ := set $smoke "enabled" .Values.smokeTest.enabled }}
+{{- if .Values.smokeTest.enabled }}
+{{- $_ := set $smoke "namespace" .Release.Namespace }}
+{{- if .Values.smokeTest.image }}
+{{- $_ := set $smoke "image" .Values.smokeTest.image }}
+{{- end }}
+{{- end }}
+{{- $_ := set $remediation "smoke_test" $smoke }}
+{{- $_ := set $settings "remediation" $remediation }}
 {{- $slack := deepCopy (get $settings "slack" | default dict) }}
 {{- $_ := set $slack "mode" .Values.slack.mode }}
 {{- if .Values.slack.channel }}

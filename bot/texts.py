@@ -1,0 +1,359 @@
+"""Every sentence gpubot says to a person outside a diagnosis, in English and Chinese: demo
+scenes, proposals, the approval prompt, the health gate, action results, timeline headers,
+stage and state names.
+
+Why one catalogue: `--lang zh` was half English because each module kept its own strings,
+some never translated. Here a key without both languages, or with different placeholders in
+each, fails `tests/unit/test_texts.py`. Rule texts (titles, runbook steps) are not here: the
+rule files carry both languages and `gpubot rules lint` checks them.
+
+What it must never do: be branched on. Code decides on codes (an outcome, an enum) and only
+then renders a sentence; a rendered sentence changes with the language.
+"""
+
+from __future__ import annotations
+
+from bot.model import IncidentState, Lang, Stage
+
+EN, ZH = Lang.EN, Lang.ZH
+
+TEXTS: dict[str, dict[Lang, str]] = {
+    # -- the demo's scenes --------------------------------------------------------------
+    "demo.fault.xid": {
+        EN: "GPU {gpu} of {node} falls off the bus (Xid {code})",
+        ZH: "{node} 的 GPU {gpu} 从总线上脱落（Xid {code}）",
+    },
+    "demo.fault.plugin-crashloop": {
+        EN: "the device plugin on {node} starts crash-looping",
+        ZH: "{node} 上的 device plugin 开始反复崩溃",
+    },
+    "demo.fault.zero-capacity": {
+        EN: "{node} reports zero allocatable GPUs",
+        ZH: "{node} 上报的可分配 GPU 为零",
+    },
+    "demo.take_out": {
+        EN: "gpubot proposes taking {node} out of service",
+        ZH: "gpubot 建议让 {node} 退出服务",
+    },
+    "demo.cordon": {
+        EN: "gpubot proposes cordoning {node} until it is fixed",
+        ZH: "gpubot 建议在修复前 cordon {node}",
+    },
+    "demo.repair": {
+        EN: "repair: {node} is rebooted and its GPU reset",
+        ZH: "修复：重启 {node}，重置其 GPU",
+    },
+    "demo.repaired": {
+        EN: "{node} rebooted: Ready {ready}, {gpus} of {count} GPUs allocatable, "
+        "Xid alerts resolved: {resolved}",
+        ZH: "{node} 已重启：Ready {ready}，可分配 GPU {gpus}/{count}，"
+        "已恢复的 Xid 告警：{resolved}",
+    },
+    "demo.gate": {
+        EN: "health gate for {node} (runbook step 9)",
+        ZH: "{node} 的健康门禁（处置手册第 9 步）",
+    },
+    "demo.nobody": {
+        EN: "Nobody can approve here (no terminal, no --approve-as): {action} {node} is not run. "
+        "Run `gpubot demo --approve-as NAME` to approve as NAME, or run it in a terminal to be "
+        "asked; the demo's requests live only as long as the demo (unless --store-url).",
+        ZH: "这里没有人能审批（不是终端，也没有 --approve-as）：不执行 {action} {node}。"
+        "运行 `gpubot demo --approve-as NAME` 以 NAME 的身份审批，或在终端里运行以便被询问；"
+        "演示的请求只在演示期间存在（除非指定 --store-url）。",
+    },
+    "demo.denied": {
+        EN: "{action} {node} denied: the node stays as it is, and the incident stays open",
+        ZH: "已拒绝 {action} {node}：节点保持现状，事件仍未解决",
+    },
+    "demo.resolved": {
+        EN: "incident {id} resolved — {node}",
+        ZH: "事件 {id} 已解决 — {node}",
+    },
+    "demo.open": {
+        EN: "incident {id} still open — {node}",
+        ZH: "事件 {id} 仍未解决 — {node}",
+    },
+    "demo.back": {EN: "{node} back in service", ZH: "{node} 已恢复服务"},
+    # -- the console ----------------------------------------------------------------------
+    "console.incident": {EN: "incident {id}", ZH: "事件 {id}"},
+    "console.incident_in_thread": {
+        EN: "incident {id} (in the thread of incident {under})",
+        ZH: "事件 {id}（在事件 {under} 的讨论串中）",
+    },
+    "console.request_id": {EN: "request {id}", ZH: "请求 {id}"},
+    "console.request": {
+        EN: "request {id}, expires {time} UTC",
+        ZH: "请求 {id}，{time} UTC 过期",
+    },
+    "console.risk": {EN: "risk: {risk}", ZH: "风险：{risk}"},
+    "console.gate_overridden": {EN: " (health gate overridden)", ZH: "（忽略健康门禁）"},
+    "console.approved_as": {
+        EN: "approved by {who} (--approve-as)",
+        ZH: "已由 {who} 批准（--approve-as）",
+    },
+    "console.ask": {
+        EN: "approve {action} {node}? [y/n]",
+        ZH: "批准对 {node} 执行 {action}？[y/n]",
+    },
+    "console.ask_again": {
+        EN: "Answer y (approve) or n (deny).",
+        ZH: "请回答 y（批准）或 n（拒绝）。",
+    },
+    "console.withdrawn": {
+        EN: "request {id} withdrawn: {why}",
+        ZH: "请求 {id} 已撤回：{why}",
+    },
+    "console.gate_item": {EN: "{mark} {name}: {reason}", ZH: "{mark} {name}：{reason}"},
+    "console.gate_legend": {
+        EN: "✓ passed  ✗ failed, required  ○ not passed, not required",
+        ZH: "✓ 通过  ✗ 未通过（必需）  ○ 未通过（非必需）",
+    },
+    "timeline.when": {EN: "when (UTC)", ZH: "时间（UTC）"},
+    "timeline.who": {EN: "who", ZH: "谁"},
+    "timeline.what": {EN: "what", ZH: "类型"},
+    "timeline.text": {EN: "details", ZH: "内容"},
+    # -- the diagnosis pass and the leader's duties: the thread ----------------------------
+    "pass.superseded_by": {EN: "superseded by {rule}", ZH: "已被 {rule} 取代"},
+    "pass.superseded": {
+        EN: "a better diagnosis of the same problem: {old} → {rule} ({title}); the earlier "
+        "proposals are withdrawn",
+        ZH: "同一问题有了更准确的诊断：{old} → {rule}（{title}）；之前的建议已撤回",
+    },
+    "pass.came_back": {
+        EN: "came back (reopened {n}×): {title}",
+        ZH: "问题再次出现（第 {n} 次重开）：{title}",
+    },
+    "pass.held": {
+        EN: "proposals held until {until} UTC: the alert that says why usually follows within "
+        "{settle_s} s; if nothing better comes, they are proposed then",
+        ZH: "建议暂缓到 {until} UTC：说明原因的告警通常在 {settle_s} 秒内到达；"
+        "若没有更准确的诊断，届时再提出",
+    },
+    "pass.released": {
+        EN: "no better diagnosis came within {settle_s} s: proposing now",
+        ZH: "{settle_s} 秒内没有更准确的诊断：现在提出建议",
+    },
+    "pass.part_of": {
+        EN: "part of pool-wide incident {id} ({rule}, pool {pool})",
+        ZH: "属于节点池范围的事件 {id}（{rule}，节点池 {pool}）",
+    },
+    "pass.still_matches": {
+        EN: "its alert resolved, but {rule} still matches: the incident stays open",
+        ZH: "告警已恢复，但 {rule} 仍然匹配：事件保持未解决",
+    },
+    "pass.gone": {
+        EN: "{rule} no longer matches: the symptom has been gone since {since} UTC",
+        ZH: "{rule} 不再匹配：症状自 {since} UTC 起已消失",
+    },
+    "pass.resolved": {EN: "resolved: {why}", ZH: "已解决：{why}"},
+    "duty.repaired": {
+        EN: "repaired: the health gate passes for {node}; put it back into service?",
+        ZH: "已修复：{node} 的健康门禁通过；是否恢复服务？",
+    },
+    "duty.repaired_failing": {
+        EN: "repaired, but the health gate still fails for {node}: {blocking}. The uncordon is "
+        "offered once it passes",
+        ZH: "已修复，但 {node} 的健康门禁仍未通过：{blocking}。通过后会提出 uncordon",
+    },
+    "duty.expired": {
+        EN: "every proposal expired without a decision",
+        ZH: "所有建议都已过期，无人决定",
+    },
+    "duty.expired_ask": {
+        EN: "the proposals expired without a decision; ask again with /gpubot",
+        ZH: "建议已过期，无人决定；可用 /gpubot 重新提出",
+    },
+    # -- a request's risk ----------------------------------------------------------------------
+    "risk.no_checkpoint": {
+        EN: "{who} (no checkpoint recorded)",
+        ZH: "{who}（没有 checkpoint 记录）",
+    },
+    "risk.last": {EN: "{who} (last {minutes} min ago)", ZH: "{who}（上次在 {minutes} 分钟前）"},
+    "risk.pod": {
+        EN: "{n} GPU pod without a checkpoint in the last {minutes} min will lose progress: {pods}",
+        ZH: "{n} 个 GPU Pod 最近 {minutes} 分钟没有 checkpoint，进度将丢失：{pods}",
+    },
+    "risk.pods": {
+        EN: "{n} GPU pods without a checkpoint in the last {minutes} min will lose progress: "
+        "{pods}",
+        ZH: "{n} 个 GPU Pod 最近 {minutes} 分钟没有 checkpoint，进度将丢失：{pods}",
+    },
+    "risk.cordon": {
+        EN: "Cordon evicts nothing. If a drain follows: {risk}",
+        ZH: "cordon 不驱逐任何 Pod。若随后 drain：{risk}",
+    },
+    "risk.override": {
+        EN: "The health gate did not pass ({failing}): the node goes back into service anyway.",
+        ZH: "健康门禁未通过（{failing}）：节点仍将恢复服务。",
+    },
+    "risk.see_timeline": {EN: "see the timeline", ZH: "见时间线"},
+    # -- the executor: what the timeline and the thread say ----------------------------------
+    "exec.proposed": {EN: "proposed: {command}", ZH: "建议：{command}"},
+    "exec.risk": {EN: " — risk: {risk}", ZH: " — 风险：{risk}"},
+    "exec.drain_flags": {
+        EN: " (--ignore-daemonsets: DaemonSet pods such as the GPU Operator's stay, as kubectl "
+        "does; no --delete-emptydir-data: a pod with emptyDir data stops the drain and is named, "
+        "so local data is only deleted after someone checks checkpoints and logs and asks for "
+        "it, as runbook step 3 says)",
+        ZH: "（--ignore-daemonsets：GPU Operator 等 DaemonSet 的 Pod 保留，与 kubectl 相同；"
+        "不带 --delete-emptydir-data：有 emptyDir 数据的 Pod 会让 drain 停下并被点名，"
+        "本地数据只在有人确认 checkpoint 和日志后明确要求时才删除，见处置手册第 3 步）",
+    },
+    "decide.approved": {EN: "{who} approved {command}", ZH: "{who} 批准了 {command}"},
+    "decide.approved_state": {
+        EN: "{action} on {node} approved by {who}",
+        ZH: "{node} 的 {action} 已由 {who} 批准",
+    },
+    "budget.refused": {
+        EN: "blast radius: pool {pool} may have {budget} of {members} nodes out of service at "
+        "once; out now: {out}",
+        ZH: "影响范围：节点池 {pool} 的 {members} 个节点中同时最多 {budget} 个可退出服务；"
+        "当前已退出：{out}",
+    },
+    "exec.waiting": {
+        EN: "not run: {why}. It is offered again, with new buttons, once that clears",
+        ZH: "未执行：{why}。条件解除后会重新提出，并附新的按钮",
+    },
+    "decide.denied": {EN: "{who} denied {command}", ZH: "{who} 拒绝了 {command}"},
+    "decide.denied_by": {EN: "denied by {who}", ZH: "被 {who} 拒绝"},
+    "exec.drain_flags_emptydir": {
+        EN: " (--ignore-daemonsets: DaemonSet pods such as the GPU Operator's stay, as kubectl "
+        "does; --delete-emptydir-data, as asked: the pods' emptyDir data on the node is deleted)",
+        ZH: "（--ignore-daemonsets：GPU Operator 等 DaemonSet 的 Pod 保留，与 kubectl 相同；"
+        "按要求带 --delete-emptydir-data：节点上 Pod 的 emptyDir 数据将被删除）",
+    },
+    "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
+    "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
+    "exec.gate.failing": {EN: " ({failing})", ZH: "（{failing}）"},
+    "exec.diagnosed": {EN: "diagnosed", ZH: "已诊断"},
+    "exec.awaiting": {EN: "awaiting approval", ZH: "等待审批"},
+    "exec.executing": {EN: "executing", ZH: "执行中"},
+    "exec.running": {
+        EN: "running `{command}` (approved by {who})",
+        ZH: "正在执行 `{command}`（批准人：{who}）",
+    },
+    "exec.evicted": {EN: "evicted {done}/{total}", ZH: "已驱逐 {done}/{total}"},
+    "exec.cordoned": {EN: "cordoned {node}", ZH: "已 cordon {node}"},
+    "exec.was_cordoned": {EN: "{node} was already cordoned", ZH: "{node} 已经是 cordon 状态"},
+    "exec.uncordoned": {EN: "uncordoned {node}", ZH: "已 uncordon {node}"},
+    "exec.was_not_cordoned": {EN: "{node} was not cordoned", ZH: "{node} 本来就没有 cordon"},
+    "exec.drained": {EN: "drained {node}: {detail}", ZH: "已 drain {node}：{detail}"},
+    "exec.drain_detail": {
+        EN: "{how} {removed} pods{already} in {seconds:.1f} s",
+        ZH: "{seconds:.1f} 秒内{how} {removed} 个 Pod{already}",
+    },
+    "exec.evicted_how": {EN: "evicted", ZH: "驱逐了"},
+    "exec.deleted_how": {EN: "deleted", ZH: "删除了"},
+    "exec.already_leaving": {EN: ", {n} already leaving", ZH: "，另有 {n} 个已在退出"},
+    "exec.whole_drain": {
+        EN: "{total} pods moved off in {seconds:.1f} s, by every owner of the drain "
+        "(the last: {last})",
+        ZH: "{seconds:.1f} 秒内共迁走 {total} 个 Pod，由 drain 的每个执行者完成"
+        "（最后一段：{last}）",
+    },
+    # -- the command line's own words ----------------------------------------------------
+    "cli.settings.file": {EN: "settings {path}", ZH: "设置文件 {path}"},
+    "cli.settings.defaults": {
+        EN: "the embedded default settings (no settings file)",
+        ZH: "内置默认设置（没有设置文件）",
+    },
+    "cli.approve.recorded": {
+        EN: "recorded: {decision}. The leading `gpubot serve` on this store runs it when it "
+        "next looks (within seconds), if its own settings agree",
+        ZH: "已记录：{decision}。使用此存储的 leader `gpubot serve` 下次查看时（几秒内）执行它，"
+        "前提是它自己的设置也同意",
+    },
+    "cli.approve.need_another": {
+        EN: "recorded: {decision}; nothing runs until then",
+        ZH: "已记录：{decision}；在此之前不会执行任何操作",
+    },
+    "cli.approve.refused": {
+        EN: "refused: {why} (policy from {settings}; `gpubot init` writes approvers)",
+        ZH: "被拒绝：{why}（策略来自{settings}；`gpubot init` 可写入审批人）",
+    },
+    "cli.approve.not_run": {
+        EN: "not run after {seconds} s: is `gpubot serve` running on this store, and do its "
+        "settings name {user} as an approver? `gpubot timeline` shows how it goes on",
+        ZH: "{seconds} 秒后仍未执行：`gpubot serve` 是否在使用此存储运行？它的设置是否把 {user} "
+        "列为审批人？`gpubot timeline` 可查看后续进展",
+    },
+    "cli.init.token": {
+        EN: "wrote {path} (the Alertmanager webhook's token)",
+        ZH: "已写入 {path}（Alertmanager webhook 的 token）",
+    },
+    "cli.init.wrote": {
+        EN: "wrote {path}: approvers {approvers}; store {store}; messages to the console",
+        ZH: "已写入 {path}：审批人 {approvers}；存储 {store}；消息输出到控制台",
+    },
+    "cli.init.read_with": {
+        EN: "commands read it with --config {path} or GPUBOT_CONFIG={path}",
+        ZH: "各命令通过 --config {path} 或 GPUBOT_CONFIG={path} 读取它",
+    },
+    "cli.init.next": {
+        EN: "next: gpubot serve --kubeconfig ~/.kube/config",
+        ZH: "下一步：gpubot serve --kubeconfig ~/.kube/config",
+    },
+}
+"""Key -> language -> a `str.format` template; the same placeholders in both languages."""
+
+
+STAGES: dict[Stage, dict[Lang, str]] = {
+    Stage.JOIN: {EN: "join", ZH: "加入"},
+    Stage.DRAIN: {EN: "drain", ZH: "排空"},
+    Stage.REBOOT: {EN: "reboot", ZH: "重启"},
+    Stage.UPGRADE: {EN: "upgrade", ZH: "升级"},
+    Stage.MIG: {EN: "MIG change", ZH: "MIG 变更"},
+    Stage.REJOIN: {EN: "rejoin", ZH: "重新加入"},
+    Stage.STEADY: {EN: "steady", ZH: "稳定运行"},
+}
+"""The runbook's lifecycle stages as a person reads them (the value is the code)."""
+
+STATES: dict[IncidentState, dict[Lang, str]] = {
+    IncidentState.OPEN: {EN: "open", ZH: "待处理"},
+    IncidentState.DIAGNOSED: {EN: "diagnosed", ZH: "已诊断"},
+    IncidentState.AWAITING_APPROVAL: {EN: "awaiting approval", ZH: "等待审批"},
+    IncidentState.APPROVED: {EN: "approved", ZH: "已批准"},
+    IncidentState.DENIED: {EN: "denied", ZH: "已拒绝"},
+    IncidentState.EXPIRED: {EN: "expired", ZH: "已过期"},
+    IncidentState.EXECUTING: {EN: "executing", ZH: "执行中"},
+    IncidentState.SUCCEEDED: {EN: "succeeded", ZH: "已成功"},
+    IncidentState.FAILED: {EN: "failed", ZH: "失败"},
+    IncidentState.RESOLVED: {EN: "resolved", ZH: "已解决"},
+}
+
+KINDS: dict[str, dict[Lang, str]] = {
+    "signal": {EN: "signal", ZH: "信号"},
+    "diagnosis": {EN: "diagnosis", ZH: "诊断"},
+    "proposal": {EN: "proposal", ZH: "建议"},
+    "approval": {EN: "approval", ZH: "批准"},
+    "denial": {EN: "denial", ZH: "拒绝"},
+    "state": {EN: "state", ZH: "状态"},
+    "gate": {EN: "gate", ZH: "健康门禁"},
+    "action-start": {EN: "action-start", ZH: "开始执行"},
+    "action-progress": {EN: "action-progress", ZH: "执行进度"},
+    "action-result": {EN: "action-result", ZH: "执行结果"},
+    "note": {EN: "note", ZH: "备注"},
+    "resolve": {EN: "resolve", ZH: "解决"},
+}
+"""Timeline entry kinds as a person reads them; a kind not here is shown as its code."""
+
+
+def say(lang: Lang, key: str, **values: object) -> str:
+    """The sentence `key` in `lang`, filled in."""
+    return TEXTS[key][lang].format(**values)
+
+
+def stage_name(stage: Stage, lang: Lang) -> str:
+    return STAGES[stage][lang]
+
+
+def state_name(state: str, lang: Lang) -> str:
+    """An `IncidentState` value as a person reads it; an unknown value as itself."""
+    try:
+        return STATES[IncidentState(state)][lang]
+    except ValueError:
+        return state
+
+
+def kind_name(kind: str, lang: Lang) -> str:
+    return KINDS.get(kind, {}).get(lang, kind)
