@@ -67,11 +67,13 @@ def aggregated_alerts(alerts: list[Signal]) -> list[dict[str, Any]]:
     groups: dict[tuple[object, ...], list[Signal]] = {}
     for signal in alerts:
         groups.setdefault(_same_alert(signal), []).append(signal)
+    # A signal may already stand for many alerts (`Signal.count`: the store reads one per kind).
+    counted = [(same, sum(s.count for s in same)) for same in groups.values()]
     ranked = sorted(
-        groups.values(),
-        key=lambda same: (same[0].annotations.get(EVIDENCE_ONLY) == "true", -len(same)),
+        counted,
+        key=lambda group: (group[0][0].annotations.get(EVIDENCE_ONLY) == "true", -group[1]),
     )
-    return [alert_context(same[0], len(same)) for same in ranked[:ALERTS_PER_NODE]]
+    return [alert_context(same[0], count) for same, count in ranked[:ALERTS_PER_NODE]]
 
 
 def node_pool_context(pool: PoolFacts | None) -> dict[str, Any]:

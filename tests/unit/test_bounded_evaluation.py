@@ -97,3 +97,12 @@ def test_a_nodes_alerts_reach_the_rules_counted_per_name_gpu_and_xid_and_capped(
     [xid] = [a for a in seen if a["name"] == "GPUXidError"]
     assert (xid["gpu"], xid["labels"]["xid"], xid["count"]) == ("1", "79", 3)
     assert sum(a["count"] for a in seen) < len(alerts)  # the rest were cut at the cap
+
+
+def test_an_alert_the_store_already_counted_counts_as_many_for_the_rules() -> None:
+    """The store hands a pass one alert per kind with `count` (how many of that kind fire);
+    a rule must see 5,000 hot GPUs as 5,000, not as the one alert that stands for them."""
+    counted = _alert("gpu-a1", 0, gpu="0").model_copy(update={"count": 5000})
+    also = _alert("gpu-a1", 1, gpu="0")
+    [seen] = aggregated_alerts([counted, also])
+    assert seen["count"] == 5001
