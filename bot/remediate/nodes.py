@@ -63,13 +63,7 @@ def take_out(
             cluster.patch_node(node, {**patch, "spec": spec} if spec else patch)
         return NodeChange(node, changed=cordoning)
 
-    result: NodeChange = Retrying(
-        retry=retry_if_exception_type(TemporaryError),
-        wait=wait_exponential(multiplier=0.1, max=1),
-        stop=stop_after_attempt(5),
-        reraise=True,
-    )(once)
-    return result
+    return _read_again_on_conflict(once)
 
 
 def _same_slot(have: Mapping[str, Any], want: Mapping[str, str], value: bool = False) -> bool:
@@ -111,13 +105,7 @@ def _replace_taints(
         )
         return NodeChange(node, changed=True)
 
-    result: NodeChange = Retrying(
-        retry=retry_if_exception_type(TemporaryError),
-        wait=wait_exponential(multiplier=0.1, max=1),
-        stop=stop_after_attempt(5),
-        reraise=True,
-    )(once)
-    return result
+    return _read_again_on_conflict(once)
 
 
 def add_taint(cluster: Cluster, node: str, key: str, value: str, effect: str) -> NodeChange:
@@ -159,3 +147,15 @@ def set_annotations(cluster: Cluster, node: str, wanted: Mapping[str, str | None
         return NodeChange(node, changed=False)
     cluster.patch_node(node, {"metadata": {"annotations": changes}})
     return NodeChange(node, changed=True)
+
+
+def _read_again_on_conflict(once: Callable[[], NodeChange]) -> NodeChange:
+    """`once` again, from a fresh read, when the node moved under it (a 409 on its
+    resourceVersion is a TemporaryError) or the API blinked: a few quick tries, then the error."""
+    result: NodeChange = Retrying(
+        retry=retry_if_exception_type(TemporaryError),
+        wait=wait_exponential(multiplier=0.1, max=1),
+        stop=stop_after_attempt(5),
+        reraise=True,
+    )(once)
+    return result
