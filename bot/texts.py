@@ -200,6 +200,30 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "nvidia-smi -L listed {listed} of the node's {count} GPUs, missing GPU {missing}",
         ZH: "nvidia-smi -L 只列出节点 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}",
     },
+    # -- the approval policy's judgement (`bot.remediate.approvals.decide`) ------------------
+    "approval.what": {EN: "{action} on {node}", ZH: "对 {node} 的 {action}"},
+    "approval.expired": {
+        EN: "this request expired at {at} UTC; ask again",
+        ZH: "该请求已于 {at} UTC 过期；请重新发起",
+    },
+    "approval.not_allowed": {
+        EN: "you are not allowed to approve {what} (needs: {who})",
+        ZH: "你无权批准{what}（需要：{who}）",
+    },
+    "approval.self": {
+        EN: "you asked for {what}; someone else must approve it",
+        ZH: "{what} 是你发起的；必须由其他人批准",
+    },
+    "approval.again": {
+        EN: "you already approved {what}; it needs a different second approver",
+        ZH: "你已批准过{what}；还需要另一位审批人",
+    },
+    "approval.second": {EN: "{what} needs a second approver", ZH: "{what} 还需要第二位审批人"},
+    "decide.refused": {
+        EN: "approval by {who} refused: {why}",
+        ZH: "{who} 的批准被拒绝：{why}",
+    },
+    "approval.approved": {EN: "{what} approved by {who}", ZH: "{what} 已由 {who} 批准"},
     "timeline.when": {EN: "when (UTC)", ZH: "时间（UTC）"},
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},
