@@ -224,6 +224,65 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "{who} 的批准被拒绝：{why}",
     },
     "approval.approved": {EN: "{what} approved by {who}", ZH: "{what} 已由 {who} 批准"},
+    # -- the Slack slash command (`bot.chat.slack._command`) ------------------------------
+    "slack.help": {
+        EN: "*gpubot* — `{command} <subcommand>`\n"
+        "• `status [NODE]` — open incidents, or one node's state\n"
+        "• `incidents` — the open incidents\n"
+        "• `timeline INCIDENT|NODE` — what happened, in order\n"
+        "• `cordon NODE` · `drain NODE` · `uncordon NODE` — propose it; someone the policy names "
+        "must approve it in the channel (not you, unless the policy allows)\n"
+        "• `help` — this",
+        ZH: "*gpubot* — `{command} <子命令>`\n"
+        "• `status [NODE]` — 未解决的事件，或某个节点的状态\n"
+        "• `incidents` — 未解决的事件\n"
+        "• `timeline INCIDENT|NODE` — 按顺序列出发生了什么\n"
+        "• `cordon NODE` · `drain NODE` · `uncordon NODE` — 提出该操作；须由审批策略指定的人"
+        "在频道中批准（除非策略允许，否则不能是你自己）\n"
+        "• `help` — 本帮助",
+    },
+    "slack.unknown": {EN: "Unknown subcommand {sub}.\n", ZH: "未知子命令 {sub}。\n"},
+    "slack.failed": {EN: "Could not do that: {error}", ZH: "无法执行：{error}"},
+    "slack.no_incidents": {EN: "No open incidents.", ZH: "没有未解决的事件。"},
+    "slack.open_count": {
+        EN: "{n} open incident(s): {counts}",
+        ZH: "{n} 个未解决的事件：{counts}",
+    },
+    "slack.no_node": {EN: "No node {node} in the cluster.", ZH: "集群中没有节点 {node}。"},
+    "slack.none": {EN: "none", ZH: "无"},
+    "slack.no_pool": {EN: "no pool", ZH: "无节点池"},
+    "slack.cordoned": {EN: "cordoned", ZH: "已 cordon"},
+    "slack.schedulable": {EN: "schedulable", ZH: "可调度"},
+    "slack.node": {
+        EN: "*{node}* ({pool}): ready {ready}, {scheduling}, GPUs {gpus}, "
+        "{pods} pod(s) a drain would move",
+        ZH: "*{node}*（{pool}）：ready {ready}，{scheduling}，GPU {gpus}，"
+        "drain 会迁移 {pods} 个 pod",
+    },
+    "slack.gate": {EN: "Health gate: {failing}", ZH: "健康门禁：{failing}"},
+    "slack.node_incident": {
+        EN: "• incident {id} {rule} {state}: {title}",
+        ZH: "• 事件 {id} {rule} {state}：{title}",
+    },
+    "slack.cluster": {EN: "cluster", ZH: "集群"},
+    "slack.incident_row": {
+        EN: "• {id} · {where} · {rule} · {state} · since {since} UTC",
+        ZH: "• {id} · {where} · {rule} · {state} · 自 {since} UTC 起",
+    },
+    "slack.more": {EN: "\n… and {n} more", ZH: "\n… 还有 {n} 个"},
+    "slack.open_list": {EN: "{n} open incident(s):\n", ZH: "{n} 个未解决的事件：\n"},
+    "slack.no_incident": {
+        EN: "No incident {arg}, nor one for a node of that name.",
+        ZH: "没有事件 {arg}，也没有该名称节点的事件。",
+    },
+    "slack.timeline": {EN: "timeline of incident {id}", ZH: "事件 {id} 的时间线"},
+    "slack.proposed": {
+        EN: "Proposed *{action} {node}* as request {id} in <#{channel}>. Someone the approval "
+        "policy names must approve it (not you, unless the policy allows); it expires at "
+        "{expires} UTC.",
+        ZH: "已在 <#{channel}> 提出 *{action} {node}*，请求 {id}。须由审批策略指定的人批准"
+        "（除非策略允许，否则不能是你自己）；将于 {expires} UTC 过期。",
+    },
     "timeline.when": {EN: "when (UTC)", ZH: "时间（UTC）"},
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},
