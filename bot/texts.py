@@ -283,6 +283,42 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "已在 <#{channel}> 提出 *{action} {node}*，请求 {id}。须由审批策略指定的人批准"
         "（除非策略允许，否则不能是你自己）；将于 {expires} UTC 过期。",
     },
+    "slack.timeline_title": {EN: "timeline", ZH: "时间线"},
+    "slack.recorded": {
+        EN: "Your approval is recorded: {message}",
+        ZH: "你的批准已记录：{message}",
+    },
+    "slack.votes_second": {
+        EN: "{votes} of {needed} approvals: {voters}; needs a second approver",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要第二位审批人",
+    },
+    "slack.votes_one_more": {
+        EN: "{votes} of {needed} approvals: {voters}; needs {missing} more approver",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要 {missing} 位审批人",
+    },
+    "slack.votes_more": {
+        EN: "{votes} of {needed} approvals: {voters}; needs {missing} more approvers",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要 {missing} 位审批人",
+    },
+    "slack.snoozed_note": {
+        EN: "snoozed by {who} until {until} UTC: thread updates muted",
+        ZH: "{who} 已静音至 {until} UTC：暂停线程更新",
+    },
+    "slack.snoozed": {
+        EN: "Snoozed incident {id} until {until} UTC: its thread stays quiet (the timeline keeps "
+        "everything). Approving or denying ends the snooze.",
+        ZH: "事件 {id} 已静音至 {until} UTC：其线程保持安静（时间线仍记录一切）。"
+        "批准或拒绝会结束静音。",
+    },
+    "slack.timeline_head": {
+        EN: "*Timeline of incident {id}* · {node} · {rule} · {state}",
+        ZH: "*事件 {id} 的时间线* · {node} · {rule} · {state}",
+    },
+    "slack.timeline_dropped": {
+        EN: "… {n} earlier entries: `gpubot timeline {id}`",
+        ZH: "… 更早的 {n} 条记录：`gpubot timeline {id}`",
+    },
+    "slack.timeline_empty": {EN: "(empty)", ZH: "（空）"},
     "timeline.when": {EN: "when (UTC)", ZH: "时间（UTC）"},
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},

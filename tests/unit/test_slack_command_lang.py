@@ -36,3 +36,14 @@ def test_the_english_help_is_unchanged() -> None:
     assert answer.startswith("Unknown subcommand `frobnicate`.\n*gpubot* — `/gpubot <subcommand>`")
     assert answer.endswith("• `help` — this")
     assert _answer(Lang.EN, "status", []) == "No open incidents."
+
+
+def test_the_approval_count_in_the_thread_reads_in_either_language() -> None:
+    from bot.chat.slack._buttons import _approvals_so_far
+
+    assert _approvals_so_far(["<@U1>"], 2) == "1 of 2 approvals: <@U1>; needs a second approver"
+    assert _approvals_so_far(["<@U1>"], 3) == "1 of 3 approvals: <@U1>; needs 2 more approvers"
+    assert _approvals_so_far(["<@U1>", "<@U2>"], 3) == (
+        "2 of 3 approvals: <@U1>, <@U2>; needs 1 more approver"
+    )
+    assert _approvals_so_far(["<@U1>"], 2, Lang.ZH) == "已有 1/2 个批准：<@U1>；还需要第二位审批人"

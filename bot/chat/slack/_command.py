@@ -125,7 +125,7 @@ def _timeline(h: Handling, arg: str, respond: Respond) -> None:
         ephemeral(respond, say(h.lang, "slack.no_incident", arg=code(arg)))
         return
     title = say(h.lang, "slack.timeline", id=incident_id)
-    ephemeral(respond, title, timeline_blocks(store, incident_id))
+    ephemeral(respond, title, timeline_blocks(store, incident_id, h.lang))
 
 
 def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond) -> None:
