@@ -108,6 +108,217 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "✓ passed  ✗ failed, required  ○ not passed, not required",
         ZH: "✓ 通过  ✗ 未通过（必需）  ○ 未通过（非必需）",
     },
+    # -- the health gate's items (`bot.evidence.gate`) --------------------------------------
+    "gate.line": {EN: "{name}: {reason}", ZH: "{name}：{reason}"},
+    "gate.separator": {EN: "; ", ZH: "；"},
+    "gate.name.node-ready": {EN: "node-ready", ZH: "节点就绪"},
+    "gate.name.gpus-allocatable": {EN: "gpus-allocatable", ZH: "GPU 可分配"},
+    "gate.name.driver-consistent": {EN: "driver-consistent", ZH: "驱动一致"},
+    "gate.name.mig-state": {EN: "mig-state", ZH: "MIG 配置"},
+    "gate.name.driver-upgrade": {EN: "driver-upgrade", ZH: "驱动升级"},
+    "gate.name.gpu-operator-pods": {EN: "gpu-operator-pods", ZH: "GPU Operator 组件"},
+    "gate.name.gpu-errors": {EN: "gpu-errors", ZH: "GPU 错误告警"},
+    "gate.name.no-new-gpu-errors": {EN: "no-new-gpu-errors", ZH: "无新 GPU 错误"},
+    "gate.name.dcgm-diag": {EN: "dcgm-diag", ZH: "DCGM 诊断"},
+    "gate.name.nccl-tests": {EN: "nccl-tests", ZH: "nccl-tests 测试"},
+    "gate.name.gpu-smoke-test": {EN: "gpu-smoke-test", ZH: "GPU 冒烟测试"},
+    "gate.not_ready": {EN: "node Ready={ready}", ZH: "节点未就绪（Ready={ready}）"},
+    "gate.pressure": {EN: "Ready, but {pressure}", ZH: "已就绪，但有 {pressure}"},
+    "gate.ready": {EN: "Ready, no pressure conditions", ZH: "已就绪，无资源压力"},
+    "gate.no_gpu_facts": {EN: "no GPU facts for the node", ZH: "没有该节点的 GPU 信息"},
+    "gate.mig_nothing": {
+        EN: "MIG config {config} offers nothing",
+        ZH: "MIG 配置 {config} 没有提供任何设备",
+    },
+    "gate.mig_offered": {EN: "MIG layout {config} offered", ZH: "已提供 MIG 布局 {config}"},
+    "gate.no_gpu": {EN: "the node offers no GPU", ZH: "节点没有提供 GPU"},
+    "gate.allocatable": {
+        EN: "{gpus} of {count} GPUs allocatable",
+        ZH: "可分配 GPU {gpus}/{count}",
+    },
+    "gate.no_driver": {EN: "no driver version label", ZH: "没有驱动版本标签"},
+    "gate.driver": {EN: "driver {version}", ZH: "驱动 {version}"},
+    "gate.driver_ahead": {
+        EN: "driver {version}: upgraded; the pool's rolling upgrade goes on",
+        ZH: "驱动 {version}：已升级；节点池的滚动升级仍在进行",
+    },
+    "gate.driver_adrift": {
+        EN: "driver {version}, pool {pool} mostly runs {common}",
+        ZH: "驱动 {version}，而节点池 {pool} 大多运行 {common}",
+    },
+    "gate.driver_as_pool": {
+        EN: "driver {version}, as the pool",
+        ZH: "驱动 {version}，与节点池一致",
+    },
+    "gate.mig_unused": {EN: "MIG not used", ZH: "未使用 MIG"},
+    "gate.mig_pending": {
+        EN: "MIG config {config}: nvidia.com/mig.config.state={state}",
+        ZH: "MIG 配置 {config} 未生效：nvidia.com/mig.config.state={state}",
+    },
+    "gate.mig_applied": {EN: "MIG config {config} applied", ZH: "MIG 配置 {config} 已生效"},
+    "gate.upgrading": {
+        EN: "driver upgrade state={state}",
+        ZH: "驱动升级进行中（state={state}）",
+    },
+    "gate.no_upgrade": {EN: "no driver upgrade under way", ZH: "没有进行中的驱动升级"},
+    "gate.component_failing": {
+        EN: "{component} failing ({why})",
+        ZH: "{component} 异常（{why}）",
+    },
+    "gate.component_down": {
+        EN: "{component} failing (not running)",
+        ZH: "{component} 异常（未运行）",
+    },
+    "gate.component_missing": {
+        EN: "{component} missing (no pod on the node)",
+        ZH: "{component} 缺失（节点上没有它的 pod）",
+    },
+    "gate.operator_runs": {
+        EN: "every GPU Operator pod of the node runs",
+        ZH: "节点上的 GPU Operator pod 全部在运行",
+    },
+    "gate.xid": {EN: "Xid {code}", ZH: "Xid {code} 错误"},
+    "gate.xid_on": {EN: "Xid {code} on GPU {gpu}", ZH: "GPU {gpu} 上的 Xid {code} 错误"},
+    "gate.no_gpu_alert": {EN: "no GPU error alert firing", ZH: "没有正在触发的 GPU 错误告警"},
+    "gate.no_prometheus": {
+        EN: "no Prometheus evidence for the window",
+        ZH: "观察窗口内没有 Prometheus 数据",
+    },
+    "gate.new_errors_until": {
+        EN: "{errors} (out of the window by {by} UTC if no new error comes)",
+        ZH: "{errors}（若无新错误，将于 {by} UTC 移出观察窗口）",
+    },
+    "gate.no_new_errors": {
+        EN: "no Xid, ECC or NVLink errors in the window",
+        ZH: "观察窗口内没有 Xid、ECC 或 NVLink 错误",
+    },
+    "gate.unknown": {EN: "not reported", ZH: "未上报"},
+    "gate.pass": {EN: "passed", ZH: "通过"},
+    "gate.fail": {EN: "failed", ZH: "未通过"},
+    "gate.not_run": {EN: "not run", ZH: "未运行"},
+    "gate.smoke_missing": {
+        EN: "nvidia-smi -L listed {listed} of the node's {count} GPUs, missing GPU {missing}",
+        ZH: "nvidia-smi -L 只列出节点 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}",
+    },
+    # -- the approval policy's judgement (`bot.remediate.approvals.decide`) ------------------
+    "approval.what": {EN: "{action} on {node}", ZH: "对 {node} 的 {action}"},
+    "approval.expired": {
+        EN: "this request expired at {at} UTC; ask again",
+        ZH: "该请求已于 {at} UTC 过期；请重新发起",
+    },
+    "approval.not_allowed": {
+        EN: "you are not allowed to approve {what} (needs: {who})",
+        ZH: "你无权批准{what}（需要：{who}）",
+    },
+    "approval.self": {
+        EN: "you asked for {what}; someone else must approve it",
+        ZH: "{what} 是你发起的；必须由其他人批准",
+    },
+    "approval.again": {
+        EN: "you already approved {what}; it needs a different second approver",
+        ZH: "你已批准过{what}；还需要另一位审批人",
+    },
+    "approval.second": {EN: "{what} needs a second approver", ZH: "{what} 还需要第二位审批人"},
+    "decide.refused": {
+        EN: "approval by {who} refused: {why}",
+        ZH: "{who} 的批准被拒绝：{why}",
+    },
+    "approval.approved": {EN: "{what} approved by {who}", ZH: "{what} 已由 {who} 批准"},
+    # -- the Slack slash command (`bot.chat.slack._command`) ------------------------------
+    "slack.help": {
+        EN: "*gpubot* — `{command} <subcommand>`\n"
+        "• `status [NODE]` — open incidents, or one node's state\n"
+        "• `incidents` — the open incidents\n"
+        "• `timeline INCIDENT|NODE` — what happened, in order\n"
+        "• `cordon NODE` · `drain NODE` · `uncordon NODE` — propose it; someone the policy names "
+        "must approve it in the channel (not you, unless the policy allows)\n"
+        "• `help` — this",
+        ZH: "*gpubot* — `{command} <子命令>`\n"
+        "• `status [NODE]` — 未解决的事件，或某个节点的状态\n"
+        "• `incidents` — 未解决的事件\n"
+        "• `timeline INCIDENT|NODE` — 按顺序列出发生了什么\n"
+        "• `cordon NODE` · `drain NODE` · `uncordon NODE` — 提出该操作；须由审批策略指定的人"
+        "在频道中批准（除非策略允许，否则不能是你自己）\n"
+        "• `help` — 本帮助",
+    },
+    "slack.unknown": {EN: "Unknown subcommand {sub}.\n", ZH: "未知子命令 {sub}。\n"},
+    "slack.failed": {EN: "Could not do that: {error}", ZH: "无法执行：{error}"},
+    "slack.no_incidents": {EN: "No open incidents.", ZH: "没有未解决的事件。"},
+    "slack.open_count": {
+        EN: "{n} open incident(s): {counts}",
+        ZH: "{n} 个未解决的事件：{counts}",
+    },
+    "slack.no_node": {EN: "No node {node} in the cluster.", ZH: "集群中没有节点 {node}。"},
+    "slack.none": {EN: "none", ZH: "无"},
+    "slack.no_pool": {EN: "no pool", ZH: "无节点池"},
+    "slack.cordoned": {EN: "cordoned", ZH: "已 cordon"},
+    "slack.schedulable": {EN: "schedulable", ZH: "可调度"},
+    "slack.node": {
+        EN: "*{node}* ({pool}): ready {ready}, {scheduling}, GPUs {gpus}, "
+        "{pods} pod(s) a drain would move",
+        ZH: "*{node}*（{pool}）：ready {ready}，{scheduling}，GPU {gpus}，"
+        "drain 会迁移 {pods} 个 pod",
+    },
+    "slack.gate": {EN: "Health gate: {failing}", ZH: "健康门禁：{failing}"},
+    "slack.node_incident": {
+        EN: "• incident {id} {rule} {state}: {title}",
+        ZH: "• 事件 {id} {rule} {state}：{title}",
+    },
+    "slack.cluster": {EN: "cluster", ZH: "集群"},
+    "slack.incident_row": {
+        EN: "• {id} · {where} · {rule} · {state} · since {since} UTC",
+        ZH: "• {id} · {where} · {rule} · {state} · 自 {since} UTC 起",
+    },
+    "slack.more": {EN: "\n… and {n} more", ZH: "\n… 还有 {n} 个"},
+    "slack.open_list": {EN: "{n} open incident(s):\n", ZH: "{n} 个未解决的事件：\n"},
+    "slack.no_incident": {
+        EN: "No incident {arg}, nor one for a node of that name.",
+        ZH: "没有事件 {arg}，也没有该名称节点的事件。",
+    },
+    "slack.timeline": {EN: "timeline of incident {id}", ZH: "事件 {id} 的时间线"},
+    "slack.proposed": {
+        EN: "Proposed *{action} {node}* as request {id} in <#{channel}>. Someone the approval "
+        "policy names must approve it (not you, unless the policy allows); it expires at "
+        "{expires} UTC.",
+        ZH: "已在 <#{channel}> 提出 *{action} {node}*，请求 {id}。须由审批策略指定的人批准"
+        "（除非策略允许，否则不能是你自己）；将于 {expires} UTC 过期。",
+    },
+    "slack.timeline_title": {EN: "timeline", ZH: "时间线"},
+    "slack.recorded": {
+        EN: "Your approval is recorded: {message}",
+        ZH: "你的批准已记录：{message}",
+    },
+    "slack.votes_second": {
+        EN: "{votes} of {needed} approvals: {voters}; needs a second approver",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要第二位审批人",
+    },
+    "slack.votes_one_more": {
+        EN: "{votes} of {needed} approvals: {voters}; needs {missing} more approver",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要 {missing} 位审批人",
+    },
+    "slack.votes_more": {
+        EN: "{votes} of {needed} approvals: {voters}; needs {missing} more approvers",
+        ZH: "已有 {votes}/{needed} 个批准：{voters}；还需要 {missing} 位审批人",
+    },
+    "slack.snoozed_note": {
+        EN: "snoozed by {who} until {until} UTC: thread updates muted",
+        ZH: "{who} 已静音至 {until} UTC：暂停线程更新",
+    },
+    "slack.snoozed": {
+        EN: "Snoozed incident {id} until {until} UTC: its thread stays quiet (the timeline keeps "
+        "everything). Approving or denying ends the snooze.",
+        ZH: "事件 {id} 已静音至 {until} UTC：其线程保持安静（时间线仍记录一切）。"
+        "批准或拒绝会结束静音。",
+    },
+    "slack.timeline_head": {
+        EN: "*Timeline of incident {id}* · {node} · {rule} · {state}",
+        ZH: "*事件 {id} 的时间线* · {node} · {rule} · {state}",
+    },
+    "slack.timeline_dropped": {
+        EN: "… {n} earlier entries: `gpubot timeline {id}`",
+        ZH: "… 更早的 {n} 条记录：`gpubot timeline {id}`",
+    },
+    "slack.timeline_empty": {EN: "(empty)", ZH: "（空）"},
     "timeline.when": {EN: "when (UTC)", ZH: "时间（UTC）"},
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},
@@ -225,6 +436,10 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
     "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
     "exec.gate.failing": {EN: " ({failing})", ZH: "（{failing}）"},
+    "exec.gate.not_passed": {
+        EN: "health gate not passed: {failing}",
+        ZH: "健康门禁未通过：{failing}",
+    },
     "exec.diagnosed": {EN: "diagnosed", ZH: "已诊断"},
     "exec.awaiting": {EN: "awaiting approval", ZH: "等待审批"},
     "exec.executing": {EN: "executing", ZH: "执行中"},

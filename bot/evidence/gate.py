@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from bot.model import ClusterFacts, NodeFacts, PoolFacts
+from bot.model import ClusterFacts, Lang, NodeFacts, PoolFacts
+from bot.texts import TEXTS, say
 
 Verdict = Literal["pass", "fail", "unknown"]
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
@@ -32,10 +33,66 @@ class GateItem:
     name: str
     outcome: Verdict
     reason: str
+    """In English, for logs and the rules' facts; a person reads `text(lang)`."""
     required: bool = True
     fact: str | None = None
     """The failing fact in the words of the node's facts (`node.gate_failures`), where they
     say it more exactly than `reason` (the resource name, the count)."""
+    key: str = ""
+    """The reason's sentence in `bot.texts`, filled in with `values`; none for a reason that
+    is the evidence's own words (a smoke test's, an alert's)."""
+    values: dict[str, str] = field(default_factory=dict)
+
+    def text(self, lang: Lang) -> str:
+        """The reason in `lang`."""
+        return item_reason(lang, self.key, self.values, self.reason)
+
+    def line(self, lang: Lang) -> str:
+        """ "name: reason" in `lang`."""
+        return say(lang, "gate.line", name=item_name(lang, self.name), reason=self.text(lang))
+
+    def as_data(self) -> dict[str, object]:
+        """As a timeline entry keeps it, to be rendered later in any language."""
+        return {
+            "name": self.name,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "required": self.required,
+            "key": self.key,
+            "values": dict(self.values),
+        }
+
+
+def item_name(lang: Lang, name: str) -> str:
+    """An item's name as a person reads it; an unknown name as itself."""
+    key = f"gate.name.{name}"
+    return say(lang, key) if key in TEXTS else name
+
+
+def item_reason(lang: Lang, key: object, values: object, reason: str) -> str:
+    """A stored item's reason in `lang` (`GateItem.as_data`): from its key where it has one,
+    else the English it was stored with."""
+    if isinstance(key, str) and key in TEXTS and isinstance(values, dict):
+        return say(lang, key, **values)
+    return reason
+
+
+def failing_text(items: list[GateItem], lang: Lang) -> str:
+    """The failing items, "name: reason; …", in `lang`."""
+    return say(lang, "gate.separator").join(i.line(lang) for i in items)
+
+
+def _item(
+    name: str,
+    outcome: Verdict,
+    key: str,
+    required: bool = True,
+    fact: str | None = None,
+    **values: object,
+) -> GateItem:
+    """An item whose reason is the catalogue's sentence `key` (in English as `reason`)."""
+    shown = {k: str(v) for k, v in values.items()}
+    return GateItem(name, outcome, say(Lang.EN, key, **shown), required, fact, key, shown)
 
 
 class SmokeResult(Protocol):
@@ -86,77 +143,77 @@ class ExternalEvidence:
 def _ready(node: NodeFacts) -> GateItem:
     pressure = [c for c in _PRESSURE if node.conditions.get(c) == "True"]
     if node.ready != "True":
-        return GateItem("node-ready", "fail", f"node Ready={node.ready or 'unknown'}")
+        return _item("node-ready", "fail", "gate.not_ready", ready=node.ready or "unknown")
     if pressure:
-        return GateItem("node-ready", "fail", f"Ready, but {', '.join(pressure)}")
-    return GateItem("node-ready", "pass", "Ready, no pressure conditions")
+        return _item("node-ready", "fail", "gate.pressure", pressure=", ".join(pressure))
+    return _item("node-ready", "pass", "gate.ready")
 
 
 def _gpus(node: NodeFacts, gpu_resource: str) -> GateItem:
     gpu = node.gpu
     if gpu is None:
-        return GateItem("gpus-allocatable", "unknown", "no GPU facts for the node")
+        return _item("gpus-allocatable", "unknown", "gate.no_gpu_facts")
     if node.mig_config and node.mig_config != "all-disabled":
         if not gpu.mig_allocatable and gpu.allocatable < gpu.expected:
-            return GateItem(
-                "gpus-allocatable", "fail", f"MIG config {node.mig_config} offers nothing"
-            )
-        return GateItem("gpus-allocatable", "pass", f"MIG layout {node.mig_config} offered")
+            return _item("gpus-allocatable", "fail", "gate.mig_nothing", config=node.mig_config)
+        return _item("gpus-allocatable", "pass", "gate.mig_offered", config=node.mig_config)
     if gpu.expected == 0:
-        return GateItem("gpus-allocatable", "fail", "the node offers no GPU")
+        return _item("gpus-allocatable", "fail", "gate.no_gpu")
     if gpu.allocatable < gpu.expected:
-        return GateItem(
+        return _item(
             "gpus-allocatable",
             "fail",
-            f"{gpu.allocatable} of {gpu.expected} GPUs allocatable",
+            "gate.allocatable",
             fact=f"{gpu_resource} allocatable {gpu.allocatable}/{gpu.expected}",
+            gpus=gpu.allocatable,
+            count=gpu.expected,
         )
-    return GateItem(
-        "gpus-allocatable", "pass", f"{gpu.allocatable} of {gpu.expected} GPUs allocatable"
+    return _item(
+        "gpus-allocatable", "pass", "gate.allocatable", gpus=gpu.allocatable, count=gpu.expected
     )
 
 
 def _driver(node: NodeFacts, pool: PoolFacts | None) -> GateItem:
     if node.driver_version is None:
-        return GateItem("driver-consistent", "unknown", "no driver version label")
+        return _item("driver-consistent", "unknown", "gate.no_driver")
     if pool is None or not pool.driver_versions:
-        return GateItem("driver-consistent", "pass", f"driver {node.driver_version}")
+        return _item("driver-consistent", "pass", "gate.driver", version=node.driver_version)
     common, _ = Counter(pool.driver_versions).most_common(1)[0]
     rolling = any(state != "upgrade-done" for state in pool.upgrade_states)
     if node.driver_version != common and node.upgrade_state == "upgrade-done" and rolling:
         # Ahead of the pool, not adrift: the operator upgraded and validated this node and
         # goes on with the others.
-        return GateItem(
-            "driver-consistent",
-            "pass",
-            f"driver {node.driver_version}: upgraded; the pool's rolling upgrade goes on",
-        )
+        return _item("driver-consistent", "pass", "gate.driver_ahead", version=node.driver_version)
     if node.driver_version != common:
-        return GateItem(
+        return _item(
             "driver-consistent",
             "fail",
-            f"driver {node.driver_version}, pool {node.pool} mostly runs {common}",
+            "gate.driver_adrift",
+            version=node.driver_version,
+            pool=node.pool,
+            common=common,
         )
-    return GateItem("driver-consistent", "pass", f"driver {node.driver_version}, as the pool")
+    return _item("driver-consistent", "pass", "gate.driver_as_pool", version=node.driver_version)
 
 
 def _mig(node: NodeFacts) -> GateItem:
     if not node.mig_config or node.mig_config == "all-disabled":
-        return GateItem("mig-state", "pass", "MIG not used")
+        return _item("mig-state", "pass", "gate.mig_unused")
     if node.mig_state != "success":
-        return GateItem(
+        return _item(
             "mig-state",
             "fail",
-            f"MIG config {node.mig_config}: nvidia.com/mig.config.state="
-            f"{node.mig_state or 'unset'}",
+            "gate.mig_pending",
+            config=node.mig_config,
+            state=node.mig_state or "unset",
         )
-    return GateItem("mig-state", "pass", f"MIG config {node.mig_config} applied")
+    return _item("mig-state", "pass", "gate.mig_applied", config=node.mig_config)
 
 
 def _upgrade(node: NodeFacts) -> GateItem:
     if node.upgrade_state and node.upgrade_state != "upgrade-done":
-        return GateItem("driver-upgrade", "fail", f"driver upgrade state={node.upgrade_state}")
-    return GateItem("driver-upgrade", "pass", "no driver upgrade under way")
+        return _item("driver-upgrade", "fail", "gate.upgrading", state=node.upgrade_state)
+    return _item("driver-upgrade", "pass", "gate.no_upgrade")
 
 
 def _operator(node: NodeFacts) -> list[GateItem]:
@@ -164,59 +221,63 @@ def _operator(node: NodeFacts) -> list[GateItem]:
     it (a component switched off on purpose is not missing)."""
     wanted = [c for c in node.components.values() if c.deploy_label is not False]
     failing = [
-        GateItem(
-            "gpu-operator-pods",
-            "fail",
-            f"{c.name} failing ({c.waiting_reason or c.last_reason or 'not running'})",
+        (
+            _item(
+                "gpu-operator-pods",
+                "fail",
+                "gate.component_failing",
+                component=c.name,
+                why=c.waiting_reason or c.last_reason,
+            )
+            if c.waiting_reason or c.last_reason
+            else _item("gpu-operator-pods", "fail", "gate.component_down", component=c.name)
         )
         for c in wanted
         if c.failing
     ]
     missing = [
-        GateItem("gpu-operator-pods", "fail", f"{c.name} missing (no pod on the node)")
+        _item("gpu-operator-pods", "fail", "gate.component_missing", component=c.name)
         for c in wanted
         if not c.present and c.deploy_label
     ]
     if failing or missing:
         return failing + missing
-    return [GateItem("gpu-operator-pods", "pass", "every GPU Operator pod of the node runs")]
+    return [_item("gpu-operator-pods", "pass", "gate.operator_runs")]
 
 
 def _gpu_errors(node: NodeFacts) -> list[GateItem]:
     """Xids and GPU fault alerts firing now, one item each."""
     items = [
-        GateItem("gpu-errors", "fail", f"Xid {x.code}" + (f" on GPU {x.gpu}" if x.gpu else ""))
+        _item("gpu-errors", "fail", "gate.xid_on", code=x.code, gpu=x.gpu)
+        if x.gpu
+        else _item("gpu-errors", "fail", "gate.xid", code=x.code)
         for x in node.xids
     ]
     items += [GateItem("gpu-errors", "fail", fault) for fault in node.gpu_faults]
-    return items or [GateItem("gpu-errors", "pass", "no GPU error alert firing")]
+    return items or [_item("gpu-errors", "pass", "gate.no_gpu_alert")]
 
 
 def _external(evidence: ExternalEvidence) -> list[GateItem]:
     items = []
     if evidence.new_gpu_errors is None:
-        items.append(
-            GateItem("no-new-gpu-errors", "unknown", "no Prometheus evidence for the window")
-        )
+        items.append(_item("no-new-gpu-errors", "unknown", "gate.no_prometheus"))
     elif evidence.new_gpu_errors:
-        reason = "; ".join(evidence.new_gpu_errors)
+        errors = "; ".join(evidence.new_gpu_errors)
         if evidence.errors_clear_by is not None:
-            reason += (
-                f" (out of the window by {evidence.errors_clear_by.astimezone(UTC):%H:%M:%S} UTC"
-                " if no new error comes)"
+            by = f"{evidence.errors_clear_by.astimezone(UTC):%H:%M:%S}"
+            items.append(
+                _item("no-new-gpu-errors", "fail", "gate.new_errors_until", errors=errors, by=by)
             )
-        items.append(GateItem("no-new-gpu-errors", "fail", reason))
+        else:
+            items.append(GateItem("no-new-gpu-errors", "fail", errors))
     else:
-        items.append(
-            GateItem("no-new-gpu-errors", "pass", "no Xid, ECC or NVLink errors in the window")
-        )
+        items.append(_item("no-new-gpu-errors", "pass", "gate.no_new_errors"))
     for name, result, required in (
         ("dcgm-diag", evidence.dcgm_diag_passed, evidence.require_dcgm_diag),
         ("nccl-tests", evidence.nccl_tests_passed, evidence.require_nccl_tests),
     ):
         outcome: Verdict = "unknown" if result is None else ("pass" if result else "fail")
-        reason = {"unknown": "not reported", "pass": "passed", "fail": "failed"}[outcome]
-        items.append(GateItem(name, outcome, reason, required))
+        items.append(_item(name, outcome, f"gate.{outcome}", required))
     return items
 
 
@@ -226,18 +287,20 @@ def _smoke(node: NodeFacts, evidence: ExternalEvidence) -> GateItem:
     GPU Feature Discovery's single strategy, so the physical count is the test's."""
     result = evidence.smoke_test
     if result is None:
-        return GateItem("gpu-smoke-test", "unknown", "not run", evidence.require_smoke_test)
+        return _item("gpu-smoke-test", "unknown", "gate.not_run", evidence.require_smoke_test)
     if result.outcome != "pass":
         return GateItem("gpu-smoke-test", result.outcome, result.reason)
     mig = bool(node.mig_config and node.mig_config != "all-disabled")
     expected = result.expected if mig or node.gpu is None else node.gpu.expected
     missing = [str(i) for i in range(expected) if i not in result.listed]
     if missing:
-        return GateItem(
+        return _item(
             "gpu-smoke-test",
             "fail",
-            f"nvidia-smi -L listed {len(result.listed)} of the node's {expected} GPUs, "
-            f"missing GPU {', '.join(missing)}",
+            "gate.smoke_missing",
+            listed=len(result.listed),
+            count=expected,
+            missing=", ".join(missing),
         )
     return GateItem("gpu-smoke-test", "pass", result.reason)
 

@@ -22,6 +22,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError, StateChanged
 from bot.evidence.collecting import collect_facts
+from bot.evidence.gate import failing_text
 from bot.evidence.live import read_snapshot
 from bot.incidents.digest import OutOfService, build_digest, digest_lines, still_out_note
 from bot.incidents.lifecycle import IllegalTransition
@@ -186,7 +187,7 @@ class LeaderDuties:
             note = say(self.settings.lang, "duty.repaired", node=gate.node)
             self.chat.revise_diagnosis(incident, diagnosis, requests, note)
             return
-        blocking = "; ".join(f"{i.name}: {i.reason}" for i in gate.failing)
+        blocking = failing_text(gate.failing, self.settings.lang)
         self.chat.post_thread(
             incident,
             say(self.settings.lang, "duty.repaired_failing", node=gate.node, blocking=blocking),

@@ -18,6 +18,7 @@ from typing import Literal
 
 from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
 from bot.model import Action, ActionRequest, Lang, NodeFacts, Vote
+from bot.texts import say
 
 Judgement = Literal["refused", "need-another", "approved"]
 
@@ -67,8 +68,8 @@ def _names(policy: ActionPolicy | DenyPolicy) -> list[str]:
     return [f"@{g}" for g in policy.groups] + policy.users
 
 
-def _who(policy: ActionPolicy) -> str:
-    return ", ".join(_names(policy)) or "nobody is configured"
+def _who(policy: ActionPolicy, lang: Lang) -> str:
+    return _LIST_SEPARATOR[lang].join(_names(policy)) or _NOBODY[lang]
 
 
 def _allowed(
@@ -122,28 +123,33 @@ def decide(
     policy: ApprovalPolicy,
     groups_of: Callable[[str], set[str]],
     earlier: Sequence[Vote] = (),
+    lang: Lang = Lang.EN,
 ) -> Decision:
-    """Is this approval, on top of the earlier ones, enough to act?"""
+    """Is this approval, on top of the earlier ones, enough to act? Its reason in `lang`."""
     rule = policy.for_request(request)
-    what = f"{request.action.value}{' --force' if request.force else ''} on {request.node}"
+    action = f"{request.action.value}{' --force' if request.force else ''}"
+    what = say(lang, "approval.what", action=action, node=request.node)
     if now >= request.expires_at:
         return Decision(
-            "refused", f"this request expired at {request.expires_at:%H:%M:%S} UTC; ask again"
+            "refused", say(lang, "approval.expired", at=f"{request.expires_at:%H:%M:%S}")
         )
     if not _allowed(approver, rule, groups_of):
-        return Decision("refused", f"you are not allowed to approve {what} (needs: {_who(rule)})")
+        return Decision(
+            "refused", say(lang, "approval.not_allowed", what=what, who=_who(rule, lang))
+        )
     if approver == request.requested_by and not rule.allow_self:
-        return Decision("refused", f"you asked for {what}; someone else must approve it")
+        return Decision("refused", say(lang, "approval.self", what=what))
     previous = [v.approver for v in earlier if v.request_id == request.id]
     if approver in previous:
-        return Decision(
-            "refused", f"you already approved {what}; it needs a different second approver"
-        )
+        return Decision("refused", say(lang, "approval.again", what=what))
     approvers = [*previous, approver]
     needed = approvals_needed(policy, request)
     if len(approvers) < needed:
-        return Decision("need-another", f"{what} needs a second approver", approvers, needed)
-    return Decision("approved", f"{what} approved by {', '.join(approvers)}", approvers, needed)
+        return Decision("need-another", say(lang, "approval.second", what=what), approvers, needed)
+    who = _LIST_SEPARATOR[lang].join(approvers)
+    return Decision(
+        "approved", say(lang, "approval.approved", what=what, who=who), approvers, needed
+    )
 
 
 def facts_seen(node: NodeFacts) -> dict[str, object]:

@@ -145,14 +145,20 @@ class Decisions:
         now = self.clock()
         earlier: Sequence[Vote] = self.store.votes(request_id)
         decision = decide(
-            request, approver, now, self.settings.remediation.approvals, self.groups_of, earlier
+            request,
+            approver,
+            now,
+            self.settings.remediation.approvals,
+            self.groups_of,
+            earlier,
+            self.settings.lang,
         )
         if decision.outcome == "refused":
             expired = now >= request.expires_at
             self.note(
                 request.incident,
                 "note",
-                f"approval by {approver} refused: {decision.reason}",
+                say(self.settings.lang, "decide.refused", who=approver, why=decision.reason),
                 approver,
                 request=request_id,
             )

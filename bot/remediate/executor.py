@@ -29,7 +29,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError
 from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, GateResult, health_gate
+from bot.evidence.gate import ExternalEvidence, GateResult, failing_text, health_gate
 from bot.evidence.live import read_snapshot, read_to_take_out
 from bot.evidence.snapshots import Snapshot
 from bot.kube.objects import name_of
@@ -239,7 +239,7 @@ class Executor:
                     # anyway", with its own approvers (two by default) and the failing checks
                     # as its risk. Without it a node whose gate cannot be evaluated (no
                     # Prometheus) could only come back by hand, outside the record.
-                    failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
+                    failing = failing_text(result.failing, self.settings.lang)
                     made.append(
                         self.request(
                             Action.UNCORDON,
@@ -330,12 +330,9 @@ class Executor:
         return self._say("exec.drain_flags")
 
     def _record_gate(self, incident: str | None, result: GateResult) -> None:
-        items = [
-            {"name": i.name, "outcome": i.outcome, "reason": i.reason, "required": i.required}
-            for i in result.items
-        ]
+        items = [i.as_data() for i in result.items]
         verdict = "exec.gate.passed" if result.passed else "exec.gate.failed"
-        failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
+        failing = failing_text(result.failing, self.settings.lang)
         self._note(
             incident,
             "gate",
@@ -457,8 +454,9 @@ class Executor:
             result = self.gate(node, facts)
             self._record_gate(request.incident, result)
             if not result.passed:
-                failing = "; ".join(f"{i.name}: {i.reason}" for i in result.failing)
-                return self._wait_for(request, "health-gate", f"health gate not passed: {failing}")
+                failing = failing_text(result.failing, self.settings.lang)
+                why = self._say("exec.gate.not_passed", failing=failing)
+                return self._wait_for(request, "health-gate", why)
 
         if self.settings.remediation.dry_run:
             return self._finish(

@@ -22,7 +22,7 @@ from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
 from bot.diagnose import diagnose
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.gate import ExternalEvidence
+from bot.evidence.gate import ExternalEvidence, item_name, item_reason
 from bot.evidence.live import read_snapshot
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.cluster import KubeCluster
@@ -339,9 +339,9 @@ def console_output(console: Console, lang: Lang) -> DemoOutput:
             if isinstance(item, dict):
                 passed, required = item.get("outcome") == "pass", item.get("required", True)
                 mark = "✓" if passed else ("✗" if required else "○")
-                line = say(
-                    lang, "console.gate_item", mark=mark, name=item["name"], reason=item["reason"]
-                )
+                reason = item_reason(lang, item.get("key"), item.get("values"), item["reason"])
+                name = item_name(lang, item["name"])
+                line = say(lang, "console.gate_item", mark=mark, name=name, reason=reason)
                 console.print(Prose(f"      {line}", style="cyan"))
 
     def summary(incident: Incident, entries: list[TimelineEntry]) -> None:

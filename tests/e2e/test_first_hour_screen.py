@@ -114,11 +114,11 @@ phase a Chinese sentence may name)."""
 
 def _prose(out: str) -> str:
     """What the person reads as sentences: commands, flags, the watches' signal lines (Kubernetes
-    and alert names), the cluster's own evidence lines and the health gate's item lines (the
-    evidence's words, `bot.evidence.gate`) left out."""
+    and alert names) and the cluster's own evidence lines left out. The health gate's item
+    lines stay: they are gpubot's sentences about the evidence, in the reader's language."""
     kept = []
     for line in out.splitlines():
-        if "$ " in line or "⚡" in line or "•" in line or re.match(r"\s*[✓✗○] ", line):
+        if "$ " in line or "⚡" in line or "•" in line:
             continue
         line = re.sub(r"`[^`]*`", "", line)
         line = re.sub(r"kubectl [a-z]+ [\w.-]+( --[\w-]+)*", "", line)
@@ -131,6 +131,9 @@ def test_demo_in_chinese_says_no_english_sentence() -> None:
     assert "事件 1 已解决" in out and "健康门禁通过" in out and "稳定运行" in out
     words = sorted({m.group(0).lower() for m in ENGLISH.finditer(_prose(out))})
     assert words == [], words
+    # Every item the health gate checked reads in Chinese, not only the verdict.
+    items = [line for line in out.splitlines() if re.match(r"\s*[✓✗○] ", line)]
+    assert items and all(re.search(r"[\u4e00-\u9fff]", line) for line in items), items
     # No lone full stop on a line of its own.
     assert "。" not in _lines(out)
 

@@ -179,3 +179,16 @@ def test_the_fingerprint_changes_with_what_matters_and_not_with_time(
         )
     )
     assert facts_fingerprint(recovered.nodes["gpu-a1"]) != base
+
+
+def test_the_decision_says_why_in_the_readers_language(node: Any) -> None:
+    request = new_request("r1", Action.DRAIN, node, "carol", NOW, POLICY)
+    refused = decide(request, "mallory", NOW, POLICY, groups_of, lang=Lang.ZH)
+    assert refused.reason == "你无权批准对 gpu-a1 的 drain（需要：@gpu-oncall）"
+    first = decide(request, "alice", NOW, POLICY, groups_of, lang=Lang.ZH)
+    assert first.reason == "对 gpu-a1 的 drain 还需要第二位审批人"
+    votes = [Vote(request_id="r1", approver="alice", at=NOW)]
+    both = decide(request, "bob", NOW, POLICY, groups_of, votes, Lang.ZH)
+    assert both.reason == "对 gpu-a1 的 drain 已由 alice、bob 批准"
+    english = decide(request, "bob", NOW, POLICY, groups_of, votes)
+    assert english.reason == "drain on gpu-a1 approved by alice, bob"

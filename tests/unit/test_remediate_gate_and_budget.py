@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from bot.config import BlastRadius
-from bot.evidence.gate import ExternalEvidence, health_gate
+from bot.evidence.gate import (
+    ExternalEvidence,
+    failing_text,
+    gate_failures,
+    health_gate,
+    item_reason,
+)
 from bot.evidence.snapshots import Snapshot
-from bot.model import ClusterFacts
+from bot.model import ClusterFacts, Lang
 from bot.remediate.blast_radius import check_budget
 
 Edited = Callable[..., Snapshot]
@@ -134,3 +141,34 @@ def test_new_gpu_errors_and_required_diagnostics_close_the_gate(
     assert [i.name for i in diag.failing] == ["dcgm-diag"]
     done = ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True, dcgm_diag_passed=True)
     assert health_gate(node, facts, done).passed
+
+
+def test_gate_items_read_in_the_readers_language_and_the_facts_stay_english(
+    edited: Edited, facts_of: Facts
+) -> None:
+    facts = facts_of(
+        edited(
+            {
+                "kind": "Node",
+                "name": "gpu-a1",
+                "merge": {"status": {"allocatable": {"nvidia.com/gpu": "7"}}},
+            }
+        )
+    )
+    node = facts.nodes["gpu-a1"]
+    gate = health_gate(node, facts, ExternalEvidence())
+    assert failing_text(gate.failing, Lang.EN) == (
+        "gpus-allocatable: 7 of 8 GPUs allocatable; "
+        "no-new-gpu-errors: no Prometheus evidence for the window"
+    )
+    assert failing_text(gate.failing, Lang.ZH) == (
+        "GPU 可分配：可分配 GPU 7/8；无新 GPU 错误：观察窗口内没有 Prometheus 数据"
+    )
+    for item in gate.items:
+        data = item.as_data()
+        stored = item_reason(Lang.ZH, data["key"], data["values"], item.reason)
+        assert stored == item.text(Lang.ZH) and re.search(r"[\u4e00-\u9fff]", stored), item
+    # What the rules read does not change with the language.
+    assert gate_failures(node, facts.pools.get(node.pool or ""), "nvidia.com/gpu") == [
+        "nvidia.com/gpu allocatable 7/8"
+    ]

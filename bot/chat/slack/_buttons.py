@@ -47,8 +47,9 @@ from bot.chat.slack._handling import (
 )
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError, StoreUnavailable
-from bot.model import TimelineEntry
+from bot.model import Lang, TimelineEntry
 from bot.ports import Store
+from bot.texts import say
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,8 @@ def handle_click(h: Handling, click: Click, respond: Respond) -> None:
     elif click.action_id == SNOOZE_ACTION:
         _snooze(h, click, respond)
     elif click.action_id == TIMELINE_ACTION:
-        ephemeral(respond, "timeline", timeline_blocks(h.engine.store, click.value))
+        title = say(h.lang, "slack.timeline_title")
+        ephemeral(respond, title, timeline_blocks(h.engine.store, click.value, h.lang))
 
 
 def _approve(h: Handling, click: Click, respond: Respond) -> None:
@@ -149,8 +151,8 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
         voters = [mention(v.approver) for v in store.votes(request.id)]
         if incident is not None:
             needed = outcome.approvals_needed or len(voters) + 1
-            h.chat.post_thread_mrkdwn(incident, _approvals_so_far(voters, needed))
-        ephemeral(respond, f"Your approval is recorded: {for_slack(outcome.message)}")
+            h.chat.post_thread_mrkdwn(incident, _approvals_so_far(voters, needed, h.lang))
+        ephemeral(respond, say(h.lang, "slack.recorded", message=for_slack(outcome.message)))
     elif status in ("acted", "recorded", "dry-run", "failed"):
         approvers = [v.approver for v in store.votes(request.id)]
         text = decision_text(request, "approved", approvers, now, h.lang)
@@ -170,16 +172,22 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
         ephemeral(respond, for_slack(outcome.message))
 
 
-def _approvals_so_far(voters: list[str], needed: int) -> str:
+def _approvals_so_far(voters: list[str], needed: int, lang: Lang = Lang.EN) -> str:
     """The thread line after a vote that is not yet enough: `needed` is the engine's number
     (the request's policy), never this module's."""
     missing = max(1, needed - len(voters))
-    more = (
-        "a second approver"
-        if len(voters) == 1 and missing == 1
-        else f"{missing} more approver{'s' if missing > 1 else ''}"
+    if len(voters) == 1 and missing == 1:
+        key = "slack.votes_second"
+    else:
+        key = "slack.votes_more" if missing > 1 else "slack.votes_one_more"
+    return say(
+        lang,
+        key,
+        votes=len(voters),
+        needed=needed,
+        voters=", ".join(voters),
+        missing=missing,
     )
-    return f"{len(voters)} of {needed} approvals: {', '.join(voters)}; needs {more}"
 
 
 def _deny(h: Handling, click: Click, respond: Respond) -> None:
@@ -202,12 +210,11 @@ def _snooze(h: Handling, click: Click, respond: Respond) -> None:
             at=now,
             actor=click.user,
             kind="note",
-            text=f"snoozed by {click.user} until {hhmm(until)} UTC: thread updates muted",
+            text=say(h.lang, "slack.snoozed_note", who=click.user, until=hhmm(until)),
             data={"snoozed_until": until.isoformat()},
         )
     )
     ephemeral(
         respond,
-        f"Snoozed incident {escape(click.value)} until {hhmm(until)} UTC: its thread stays "
-        "quiet (the timeline keeps everything). Approving or denying ends the snooze.",
+        say(h.lang, "slack.snoozed", id=escape(click.value), until=hhmm(until)),
     )

@@ -19,16 +19,9 @@ from bot.chat.slack._handling import INCIDENT_ID, Handling, ephemeral, timeline_
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError
 from bot.model import Action, IncidentState
+from bot.texts import say
 
 OPEN_STATES = tuple(s for s in IncidentState if s is not IncidentState.RESOLVED)
-
-HELP = """*gpubot* — `{command} <subcommand>`
-• `status [NODE]` — open incidents, or one node's state
-• `incidents` — the open incidents
-• `timeline INCIDENT|NODE` — what happened, in order
-• `cordon NODE` · `drain NODE` · `uncordon NODE` — propose it; someone the policy names \
-must approve it in the channel (not you, unless the policy allows)
-• `help` — this"""
 
 
 def handle_command(h: Handling, user: str, text: str, respond: Respond) -> None:
@@ -45,10 +38,10 @@ def handle_command(h: Handling, user: str, text: str, respond: Respond) -> None:
         elif sub in ("cordon", "drain", "uncordon") and arg:
             _propose(h, Action(sub), arg, user, respond)
         else:
-            unknown = "" if sub == "help" else f"Unknown subcommand {code(text[:100])}.\n"
-            ephemeral(respond, unknown + HELP.format(command=h.settings.command))
+            unknown = "" if sub == "help" else say(h.lang, "slack.unknown", sub=code(text[:100]))
+            ephemeral(respond, unknown + say(h.lang, "slack.help", command=h.settings.command))
     except GpubotError as error:
-        ephemeral(respond, f"Could not do that: {for_slack(str(error))}")
+        ephemeral(respond, say(h.lang, "slack.failed", error=for_slack(str(error))))
 
 
 def _status(h: Handling, node: str | None) -> str:
@@ -56,27 +49,44 @@ def _status(h: Handling, node: str | None) -> str:
     if node is None:
         open_ = store.incidents(states=OPEN_STATES)
         if not open_:
-            return "No open incidents."
+            return say(h.lang, "slack.no_incidents")
         states: dict[str, int] = {}
         for incident in open_:
             states[incident.state.value] = states.get(incident.state.value, 0) + 1
         counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
-        return f"{len(open_)} open incident(s): {counts}"
+        return say(h.lang, "slack.open_count", n=len(open_), counts=counts)
     facts = h.engine.executor.read_facts(node).nodes.get(node)
     if facts is None or not facts.known:
-        return f"No node {code(node)} in the cluster."
-    gpus = f"{facts.gpu.allocatable}/{facts.gpu.expected}" if facts.gpu else "none"
+        return say(h.lang, "slack.no_node", node=code(node))
+    gpus = (
+        f"{facts.gpu.allocatable}/{facts.gpu.expected}" if facts.gpu else say(h.lang, "slack.none")
+    )
     lines = [
-        f"*{escape(node)}* ({escape(facts.pool or 'no pool')}): ready {facts.ready or '?'}, "
-        f"{'cordoned' if facts.unschedulable else 'schedulable'}, GPUs {gpus}, "
-        f"{facts.remaining_pods} pod(s) a drain would move",
+        say(
+            h.lang,
+            "slack.node",
+            node=escape(node),
+            pool=escape(facts.pool) if facts.pool else say(h.lang, "slack.no_pool"),
+            ready=facts.ready or "?",
+            scheduling=say(
+                h.lang, "slack.cordoned" if facts.unschedulable else "slack.schedulable"
+            ),
+            gpus=gpus,
+            pods=facts.remaining_pods,
+        )
     ]
     if facts.gate_failures:
-        lines.append("Health gate: " + escape("; ".join(facts.gate_failures)))
+        lines.append(say(h.lang, "slack.gate", failing=escape("; ".join(facts.gate_failures))))
     for incident in store.incidents(node=node, states=OPEN_STATES):
         lines.append(
-            f"• incident {incident.id} {code(incident.rule)} {incident.state.value}: "
-            f"{escape(incident.title)}"
+            say(
+                h.lang,
+                "slack.node_incident",
+                id=incident.id,
+                rule=code(incident.rule),
+                state=incident.state.value,
+                title=escape(incident.title),
+            )
         )
     return "\n".join(lines)
 
@@ -84,14 +94,23 @@ def _status(h: Handling, node: str | None) -> str:
 def _incidents(h: Handling) -> str:
     open_ = h.engine.store.incidents(states=OPEN_STATES)
     if not open_:
-        return "No open incidents."
+        return say(h.lang, "slack.no_incidents")
     lines = [
-        f"• {i.id} · {escape(i.node or i.pool or 'cluster')} · {code(i.rule)} · "
-        f"{i.state.value} · since {hhmm(i.opened_at)} UTC"
+        say(
+            h.lang,
+            "slack.incident_row",
+            id=i.id,
+            where=escape(i.node or i.pool or "")
+            if i.node or i.pool
+            else say(h.lang, "slack.cluster"),
+            rule=code(i.rule),
+            state=i.state.value,
+            since=hhmm(i.opened_at),
+        )
         for i in open_[-30:]
     ]
-    more = f"\n… and {len(open_) - 30} more" if len(open_) > 30 else ""
-    return f"{len(open_)} open incident(s):\n" + "\n".join(lines) + more
+    more = say(h.lang, "slack.more", n=len(open_) - 30) if len(open_) > 30 else ""
+    return say(h.lang, "slack.open_list", n=len(open_)) + "\n".join(lines) + more
 
 
 def _timeline(h: Handling, arg: str, respond: Respond) -> None:
@@ -103,15 +122,16 @@ def _timeline(h: Handling, arg: str, respond: Respond) -> None:
         found = store.incidents(node=arg)
         incident_id = found[-1].id if found else None
     if incident_id is None:
-        ephemeral(respond, f"No incident {code(arg)}, nor one for a node of that name.")
+        ephemeral(respond, say(h.lang, "slack.no_incident", arg=code(arg)))
         return
-    ephemeral(respond, f"timeline of incident {incident_id}", timeline_blocks(store, incident_id))
+    title = say(h.lang, "slack.timeline", id=incident_id)
+    ephemeral(respond, title, timeline_blocks(store, incident_id, h.lang))
 
 
 def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond) -> None:
     facts = h.engine.executor.read_facts(node).nodes.get(node)
     if facts is None or not facts.known:
-        ephemeral(respond, f"No node {code(node)} in the cluster.")
+        ephemeral(respond, say(h.lang, "slack.no_node", node=code(node)))
         return
     open_ = h.engine.store.incidents(node=node, states=OPEN_STATES)
     incident = open_[-1] if open_ else None
@@ -119,7 +139,13 @@ def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond
     h.chat.post_proposal(request, incident)
     ephemeral(
         respond,
-        f"Proposed *{action.value} {escape(node)}* as request {code(request.id)} in "
-        f"<#{h.chat.channel}>. Someone the approval policy names must approve it "
-        f"(not you, unless the policy allows); it expires at {hhmm(request.expires_at)} UTC.",
+        say(
+            h.lang,
+            "slack.proposed",
+            action=action.value,
+            node=escape(node),
+            id=code(request.id),
+            channel=h.chat.channel,
+            expires=hhmm(request.expires_at),
+        ),
     )

@@ -31,6 +31,7 @@ from bot.config import SlackSettings
 from bot.errors import GpubotError
 from bot.model import Incident, Lang
 from bot.ports import Store
+from bot.texts import say
 
 log = logging.getLogger("gpubot.slack")
 
@@ -73,14 +74,18 @@ def ephemeral(respond: Respond, text: str, blocks: Sequence[Block] | None = None
         log.warning("could not answer through the response URL: %s", error)
 
 
-def timeline_blocks(store: Store, incident_id: str) -> list[Block]:
+def timeline_blocks(store: Store, incident_id: str, lang: Lang = Lang.EN) -> list[Block]:
     """The timeline as sections of at most 3000 characters, the newest kept when it
     does not fit in one message."""
     incident = store.incident(incident_id)
     entries = store.timeline(incident_id)
-    head = (
-        f"*Timeline of incident {escape(incident.id)}* · {escape(incident.node or '-')} · "
-        f"{code(incident.rule)} · {incident.state.value}"
+    head = say(
+        lang,
+        "slack.timeline_head",
+        id=escape(incident.id),
+        node=escape(incident.node or "-"),
+        rule=code(incident.rule),
+        state=incident.state.value,
     )
     lines = [
         fit(
@@ -110,11 +115,13 @@ def timeline_blocks(store: Store, incident_id: str) -> list[Block]:
         blocks.append(
             SectionBlock(
                 block_id="gpubot.timeline-more",
-                text=f"… {dropped} earlier entries: `gpubot timeline {escape(incident.id)}`",
+                text=say(lang, "slack.timeline_dropped", n=dropped, id=escape(incident.id)),
             )
         )
     for n, chunk in enumerate(reversed(shown)):
         blocks.append(SectionBlock(block_id=f"gpubot.timeline.{n}", text=chunk))
     if not entries:
-        blocks.append(SectionBlock(block_id="gpubot.timeline.0", text="(empty)"))
+        blocks.append(
+            SectionBlock(block_id="gpubot.timeline.0", text=say(lang, "slack.timeline_empty"))
+        )
     return blocks
