@@ -436,6 +436,10 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
     "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
     "exec.gate.failing": {EN: " ({failing})", ZH: "（{failing}）"},
+    "exec.state.waiting": {EN: "waiting: {why}", ZH: "等待中：{why}"},
+    "exec.state.repaired": {EN: "repaired: gate passed", ZH: "已修复：健康门禁通过"},
+    "exec.state.asking_again": {EN: "asking again", ZH: "重新请求审批"},
+    "exec.state.expired": {EN: "approval expired", ZH: "审批已过期"},
     "exec.gate.not_passed": {
         EN: "health gate not passed: {failing}",
         ZH: "健康门禁未通过：{failing}",

@@ -163,7 +163,12 @@ class Decisions:
                 request=request_id,
             )
             if expired:
-                self.move(request.incident, IncidentState.EXPIRED, GPUBOT, "approval expired")
+                self.move(
+                    request.incident,
+                    IncidentState.EXPIRED,
+                    GPUBOT,
+                    say(self.settings.lang, "exec.state.expired"),
+                )
             return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
         if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
             return Outcome(request_id, "duplicate", f"{approver} already approved this")

@@ -482,7 +482,12 @@ class Executor:
             request.id, "refused", message, self.clock(), executor=self.executor_id
         ):
             return self._gave_way(request)
-        self._move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, f"waiting: {why}")
+        self._move(
+            request.incident,
+            IncidentState.AWAITING_APPROVAL,
+            GPUBOT,
+            self._say("exec.state.waiting", why=why),
+        )
         self._note(
             request.incident,
             "note",
@@ -563,7 +568,9 @@ class Executor:
                 ]
             }
         )
-        self._move(incident_id, IncidentState.AWAITING_APPROVAL, GPUBOT, "repaired: gate passed")
+        self._move(
+            incident_id, IncidentState.AWAITING_APPROVAL, GPUBOT, self._say("exec.state.repaired")
+        )
         return self.propose(incident_id, back, facts), result
 
     def _gate_said(self, incident_id: str) -> list[str] | None:
@@ -639,7 +646,12 @@ class Executor:
             self.clock(),
             executor=self.executor_id,
         )
-        self._move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, "asking again")
+        self._move(
+            request.incident,
+            IncidentState.AWAITING_APPROVAL,
+            GPUBOT,
+            self._say("exec.state.asking_again"),
+        )
         again = self.request(
             request.action,
             node,
