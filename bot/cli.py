@@ -657,8 +657,9 @@ def serve(
 
     Messages go to Slack when slack.bot_token is set (README, "Slack in five steps"), else
     to this process's output (console chat), where each proposal names its request id for
-    `gpubot approve REQUEST --as YOU`. Console chat is for one replica: with several, each
-    prints what it diagnosed itself; use Slack."""
+    `gpubot approve REQUEST --as YOU`. With several replicas on one store (PostgreSQL), only
+    the leader prints, every replica's messages, in order per incident: watch the leader's
+    output (the leader gauge on /metrics says which)."""
     from bot.process.logs import configure_logging
     from bot.roots import serve as runtime
 

@@ -14,6 +14,7 @@ import gc
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from pathlib import Path
 import uvicorn
 from rich.console import Console
 
-from bot.chat.console import ConsoleChat
+from bot.chat.queued import ConsoleDelivery, QueuedConsoleChat
 from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
 from bot.clock import utcnow
 from bot.config import Settings
@@ -100,6 +101,8 @@ class Replica:
     watcher: KubeSignals | None
     server: uvicorn.Server
     slack: SlackParts | None = None
+    console: ConsoleDelivery | None = None
+    """The console chat's printer (without Slack, unless a chat was given): the leader's."""
     _stopped: threading.Event = field(default_factory=threading.Event)
 
     def stop(self) -> None:
@@ -113,6 +116,8 @@ class Replica:
         self.scheduler.stop()
         if self.slack is not None:
             self.slack.stop()
+        if self.console is not None:
+            self.console.stop()
         self.service.stop()
         self.cluster.close()
         self.store.close()
@@ -223,9 +228,17 @@ def build_replica(
     )
     holder: list[LeaderElector] = []
     telemetry = Telemetry()
-    told = LoggedChat(
-        chat or (outgoing.chat if outgoing else ConsoleChat(Console(), settings.lang))
-    )
+    printer: ConsoleDelivery | None = None
+    if chat is None and outgoing is not None:
+        chat = outgoing.chat
+    elif chat is None:
+        # Console chat: queued in the store and printed by the leader only, so that with
+        # two replicas every message of an incident appears, in order, in one output.
+        printer = ConsoleDelivery(store, lambda: sys.stdout, clock=utcnow)
+        chat = QueuedConsoleChat(
+            store, Console(), settings.lang, clock=utcnow, on_queued=printer.wake
+        )
+    told = LoggedChat(chat)
     service = Service(
         settings=settings,
         rules=rules,
@@ -267,6 +280,11 @@ def build_replica(
         scheduler.leading(leads)
         if slack is not None:
             slack.leading(leads)
+        if printer is not None:
+            if leads:
+                printer.start()
+            else:
+                printer.stop()
 
     elector = LeaderElector(cluster, identity, lease, on_change=on_change)
     holder.append(elector)
@@ -327,6 +345,7 @@ def build_replica(
         watcher,
         uvicorn.Server(config),
         slack,
+        printer,
     )
 
 
