@@ -656,10 +656,11 @@ def serve(
     scheduled work and the executor.
 
     Messages go to Slack when slack.bot_token is set (README, "Slack in five steps"), else
-    to this process's output (console chat), where each proposal names its request id for
-    `gpubot approve REQUEST --as YOU`. With several replicas on one store (PostgreSQL), only
-    the leader prints, every replica's messages, in order per incident: watch the leader's
-    output (the leader gauge on /metrics says which)."""
+    to the output of the replica that leads (console chat: with one replica, this process,
+    once it holds the leader Lease), where each proposal names its request id for
+    `gpubot approve REQUEST --as YOU`. With several replicas on one store (PostgreSQL), every
+    replica's messages print there, in order per incident (the gpubot_leader gauge on
+    /metrics says which replica leads)."""
     from bot.process.logs import configure_logging
     from bot.roots import serve as runtime
 
