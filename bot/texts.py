@@ -223,6 +223,11 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "approval by {who} refused: {why}",
         ZH: "{who} 的批准被拒绝：{why}",
     },
+    "decide.no_such_request": {EN: "no such request", ZH: "没有这个请求"},
+    "decide.denied_before": {EN: "{who} denied this: {detail}", ZH: "{who} 已拒绝：{detail}"},
+    "decide.voted_before": {EN: "{who} already approved this", ZH: "{who} 已经批准过了"},
+    "exec.leader_runs_it": {EN: "{message}; the leader runs it", ZH: "{message}；由主副本执行"},
+    "exec.already_executed": {EN: "already executed{state}", ZH: "已执行过{state}"},
     "approval.approved": {EN: "{what} approved by {who}", ZH: "{what} 已由 {who} 批准"},
     # -- the Slack slash command (`bot.chat.slack._command`) ------------------------------
     "slack.help": {

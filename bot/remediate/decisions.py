@@ -133,15 +133,21 @@ class Decisions:
         try:
             request = self.store.request(request_id)
         except NotFound:
-            return Outcome(request_id, "not-allowed", "no such request")
+            return Outcome(
+                request_id, "not-allowed", say(self.settings.lang, "decide.no_such_request")
+            )
         stale = self.no_longer_valid(request)
         if stale is not None:
             return stale
         decided = self.store.execution(request_id)
         if decided is not None and decided.outcome == "denied":
-            return Outcome(
-                request_id, "not-allowed", f"{decided.executor} denied this: {decided.detail}"
+            denied = say(
+                self.settings.lang,
+                "decide.denied_before",
+                who=decided.executor,
+                detail=decided.detail,
             )
+            return Outcome(request_id, "not-allowed", denied)
         now = self.clock()
         earlier: Sequence[Vote] = self.store.votes(request_id)
         decision = decide(
@@ -171,7 +177,11 @@ class Decisions:
                 )
             return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
         if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
-            return Outcome(request_id, "duplicate", f"{approver} already approved this")
+            return Outcome(
+                request_id,
+                "duplicate",
+                say(self.settings.lang, "decide.voted_before", who=approver),
+            )
         self.note(
             request.incident,
             "approval",
@@ -198,7 +208,9 @@ class Decisions:
         try:
             request = self.store.request(request_id)
         except NotFound:
-            return Outcome(request_id, "not-allowed", "no such request")
+            return Outcome(
+                request_id, "not-allowed", say(self.settings.lang, "decide.no_such_request")
+            )
         stale = self.no_longer_valid(request)
         if stale is not None:
             return stale

@@ -354,7 +354,8 @@ class Executor:
         if outcome.status != "recorded":
             return outcome
         if not execute:
-            return Outcome(request_id, "recorded", f"{outcome.message}; the leader runs it")
+            runs = self._say("exec.leader_runs_it", message=outcome.message)
+            return Outcome(request_id, "recorded", runs)
         return self.execute(request_id)
 
     def execute_approved(self) -> list[Outcome]:
@@ -390,7 +391,9 @@ class Executor:
                     return stale
                 done = self.store.execution(request_id)
                 state = f" ({done.outcome})" if done else ""
-                return Outcome(request_id, "duplicate", f"already executed{state}")
+                return Outcome(
+                    request_id, "duplicate", self._say("exec.already_executed", state=state)
+                )
             # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may
             # have left the incident awaiting approval: the record must say it was approved.
             self._move(

@@ -125,3 +125,18 @@ def test_gpubot_deny_refuses_a_stranger_with_exit_2_and_records_an_approvers(
     assert denied is not None and denied.outcome == "denied"
     assert bot.store.incident(incident).state is IncidentState.DENIED
     assert not _cordoned(bot)
+
+
+def test_a_vote_on_a_denied_or_unknown_request_is_told_in_chinese(bot: Bot) -> None:
+    """Issue 19 item 7: the answers to a late vote were English whatever the language."""
+    _, drain = _xid79(bot)
+    bot.service.settings.lang = Lang.ZH
+
+    unknown = bot.service.approve("no-such-id", "alice")
+    assert (unknown.status, unknown.message) == ("not-allowed", "没有这个请求")
+
+    assert bot.service.deny(drain, "bob", "先保存检查点").status == "denied"
+    late = bot.service.approve(drain, "alice")
+    assert late.status == "not-allowed"
+    assert late.message == "bob 已拒绝：先保存检查点"
+    assert not _cordoned(bot)
