@@ -439,6 +439,34 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "（--ignore-daemonsets：GPU Operator 等 DaemonSet 的 Pod 保留，与 kubectl 相同；"
         "按要求带 --delete-emptydir-data：节点上 Pod 的 emptyDir 数据将被删除）",
     },
+    "exec.dry_run": {
+        EN: "dry-run: would have run `{command}`",
+        ZH: "演练模式：未执行，实际会运行 `{command}`",
+    },
+    "exec.expired_at": {EN: "the request expired at {at}", ZH: "请求已于 {at} 过期"},
+    "exec.no_approval": {
+        EN: "no recorded approval allows this",
+        ZH: "没有已记录的批准允许此操作",
+    },
+    "exec.running_here": {EN: "already running here", ZH: "本副本已在执行"},
+    "exec.state.approved": {EN: "approved by {who}", ZH: "已由 {who} 批准"},
+    "exec.unreadable": {EN: "could not read {node}: {error}", ZH: "无法读取 {node}：{error}"},
+    "exec.gone": {EN: "node {node} is gone", ZH: "节点 {node} 已不存在"},
+    "exec.failed": {EN: "{command} failed: {error}", ZH: "{command} 失败：{error}"},
+    "exec.gave_way": {
+        EN: "stopped: another gpubot took `{command}` over",
+        ZH: "已停止：另一个 gpubot 接管了 `{command}`",
+    },
+    "exec.changed": {
+        EN: "the node changed since the approval: {changed}",
+        ZH: "批准后节点有变化：{changed}",
+    },
+    "exec.changed_ask_again": {
+        EN: "not run: {node} changed since the approval ({changed}); asking again as {id}",
+        ZH: "未执行：批准后 {node} 有变化（{changed}）；以请求 {id} 重新请求审批",
+    },
+    "exec.reoffer.room": {EN: "the pool has room now ({why})", ZH: "节点池现在有余量（{why}）"},
+    "exec.reoffer.gate": {EN: "the health gate passes now", ZH: "健康门禁现已通过"},
     "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
     "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
     "exec.gate.failing": {EN: " ({failing})", ZH: "（{failing}）"},

@@ -375,14 +375,16 @@ class Executor:
             return stale
         now = self.clock()
         if now >= request.expires_at:
-            return Outcome(request_id, "expired", f"the request expired at {request.expires_at}")
+            return Outcome(
+                request_id, "expired", self._say("exec.expired_at", at=request.expires_at)
+            )
         enough = self._recorded_approval(request)
         if enough is None:
             # Invariant 1: whoever calls this, the store must hold approvals that satisfy
             # the policy for exactly this request.
-            return Outcome(request_id, "not-allowed", "no recorded approval allows this")
+            return Outcome(request_id, "not-allowed", self._say("exec.no_approval"))
         if not self._reserve(request_id):
-            return Outcome(request_id, "duplicate", "already running here")
+            return Outcome(request_id, "duplicate", self._say("exec.running_here"))
         with self._owning(request_id):
             if not self.store.claim_execution(request_id, self.executor_id, now):
                 # Resolved a moment ago (the claim looks at the incident in its transaction)?
@@ -400,7 +402,7 @@ class Executor:
                 request.incident,
                 IncidentState.APPROVED,
                 GPUBOT,
-                f"approved by {', '.join(enough)}",
+                self._say("exec.state.approved", who=", ".join(enough)),
             )
             return self._run(request, enough)
 
@@ -434,10 +436,11 @@ class Executor:
             else:
                 facts = self.read_facts(request.node)
         except GpubotError as exc:
-            return self._fail(request, f"could not read {request.node}: {exc}")
+            return self._fail(request, self._say("exec.unreadable", node=request.node, error=exc))
         node = facts.nodes.get(request.node)
         if node is None or not node.known:
-            return self._finish(request, "refused", "refused", f"node {request.node} is gone")
+            gone = self._say("exec.gone", node=request.node)
+            return self._finish(request, "refused", "refused", gone)
 
         seen = facts_seen(node)
         expected = dict(request.facts_seen)
@@ -462,9 +465,8 @@ class Executor:
                 return self._wait_for(request, "health-gate", why)
 
         if self.settings.remediation.dry_run:
-            return self._finish(
-                request, "dry-run", "dry-run", f"dry-run: would have run `{command_for(request)}`"
-            )
+            would = self._say("exec.dry_run", command=command_for(request))
+            return self._finish(request, "dry-run", "dry-run", would)
 
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._note(
@@ -519,13 +521,13 @@ class Executor:
             verdict = check_budget(facts, old.node, self.settings.remediation.blast_radius)
             if not verdict.allowed:
                 return None
-            why = f"the pool has room now ({verdict.reason})"
+            why = self._say("exec.reoffer.room", why=verdict.reason)
         else:
             result = self.gate(node, facts)
             if not result.passed:
                 return None
             self._record_gate(incident_id, result)
-            why = "the health gate passes now"
+            why = self._say("exec.reoffer.gate")
         new = self.request(
             old.action,
             node,
@@ -613,11 +615,11 @@ class Executor:
                         self.cluster, request.node, current, *self._marks(request, approvers)
                     ).changed
                 except GpubotError as exc:
-                    return self._fail(request, f"{command_for(request)} failed: {exc}")
+                    return self._fail(request, self._failed(request, exc))
         try:
             acted = self._act(request, approvers, cordoned)
         except GpubotError as exc:
-            return self._fail(request, f"{command_for(request)} failed: {exc}")
+            return self._fail(request, self._failed(request, exc))
         if self._lost(request):
             return self._gave_way(request)
         message = acted.text
@@ -632,9 +634,12 @@ class Executor:
 
     def _gave_way(self, request: ActionRequest) -> Outcome:
         """Another process owns this execution now: it tells the result, not this one."""
-        message = f"stopped: another gpubot took `{command_for(request)}` over"
+        message = self._say("exec.gave_way", command=command_for(request))
         self._note(request.incident, "note", message, request=request.id)
         return Outcome(request.id, "duplicate", message)
+
+    def _failed(self, request: ActionRequest, error: GpubotError) -> str:
+        return self._say("exec.failed", command=command_for(request), error=error)
 
     def _fail(self, request: ActionRequest, message: str) -> Outcome:
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
@@ -645,7 +650,7 @@ class Executor:
         self.store.finish_execution(
             request.id,
             "refused",
-            f"the node changed since the approval: {changed}",
+            self._say("exec.changed", changed=changed),
             self.clock(),
             executor=self.executor_id,
         )
@@ -664,9 +669,8 @@ class Executor:
             delete_emptydir_data=request.delete_emptydir_data,
             override_gate=request.override_gate,
         )
-        message = (
-            f"not run: {request.node} changed since the approval ({changed}); "
-            f"asking again as {again.id}"
+        message = self._say(
+            "exec.changed_ask_again", node=request.node, changed=changed, id=again.id
         )
         self._note(request.incident, "note", message, request=request.id, again=again.id)
         return Outcome(request.id, "changed", message, new_request=again)
