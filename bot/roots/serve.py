@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -477,6 +478,11 @@ def run(replica: Replica, on_started: Callable[[int], None] | None = None) -> No
             on_started(port)
 
     threading.Thread(target=announce, name="announce", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn shuts down on SIGTERM, then raises it again under the handler it found: with
+        # the default one the process died there, before `replica.stop()` released the Lease
+        # (the next replica waited out lease_duration_s to act or print) and closed the store.
+        signal.signal(signal.SIGTERM, lambda _signal, _frame: setattr(server, "should_exit", True))
     try:
         server.run()
     finally:
