@@ -518,7 +518,8 @@ class Executor:
         if node is None or not node.known:
             return None
         if waiting.data.get("waiting") == "blast-radius":
-            verdict = check_budget(facts, old.node, self.settings.remediation.blast_radius)
+            limits = self.settings.remediation.blast_radius
+            verdict = check_budget(facts, old.node, limits, self.settings.lang)
             if not verdict.allowed:
                 return None
             why = self._say("exec.reoffer.room", why=verdict.reason)
@@ -729,21 +730,26 @@ class Executor:
             keep_going=lambda: not self._lost(request),
         )
         if result.refused:
-            reasons = "; ".join(
-                f"{r.namespace}/{r.name}: {r.message} (needs {r.flag})"
+            reasons = self._say("gate.separator").join(
+                self._say(
+                    "exec.drain_refusal", pod=f"{r.namespace}/{r.name}", why=r.message, flag=r.flag
+                )
                 for r in result.plan.refusals
             )
-            return _Acted(f"drain refused: {reasons}", done=False)
+            return _Acted(self._say("exec.drain_refused", reasons=reasons), done=False)
         removed = len(result.evicted) + len(result.deleted)
         if result.stalled:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
             # Of the pods the drain had to move (DaemonSet pods stay and are not counted).
             wanted = len(result.plan.to_remove)
-            return _Acted(
-                f"drain incomplete: {removed} of {wanted} pods moved, "
-                f"{len(result.stalled)} stuck: {stalls}",
-                done=False,
+            incomplete = self._say(
+                "exec.drain_incomplete",
+                removed=removed,
+                wanted=wanted,
+                stuck=len(result.stalled),
+                stalls=stalls,
             )
+            return _Acted(incomplete, done=False)
         how = self._say("exec.deleted_how" if request.force else "exec.evicted_how")
         # After a restart some pods were already leaving (evicted before the kill): they were
         # waited for, not evicted again, and the count says so instead of looking short.
@@ -873,27 +879,33 @@ class Executor:
             request = self.store.request(unfinished.request_id)
             approvers = self._recorded_approval(request)
             if approvers is None:
-                return self._fail(request, "no recorded approval allows this: nothing was done")
+                return self._fail(request, self._say("exec.resume.no_approval"))
             if unfinished.outcome != "acting":
                 # Died before its checks were through (facts, budget, gate, dry-run): nothing
                 # was written, so run it as a first execution would, checks and all.
                 if now >= request.expires_at:
-                    return self._fail(
-                        request, f"the request expired before it acted ({request.expires_at})"
-                    )
+                    expired = self._say("exec.resume.expired", at=request.expires_at)
+                    return self._fail(request, expired)
                 self._note(
                     request.incident,
                     "note",
-                    f"running `{command_for(request)}` again from its checks: "
-                    f"{unfinished.executor} stopped before acting",
+                    self._say(
+                        "exec.resume.from_checks",
+                        command=command_for(request),
+                        who=unfinished.executor,
+                    ),
                     request=request.id,
                 )
                 return self._run(request, approvers)
             self._note(
                 request.incident,
                 "note",
-                f"resuming `{command_for(request)}` after a restart "
-                f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
+                self._say(
+                    "exec.resume.resuming",
+                    command=command_for(request),
+                    at=f"{unfinished.started_at:%H:%M:%S}",
+                    who=unfinished.executor,
+                ),
                 request=request.id,
             )
             return self._resume_one(request)
@@ -907,7 +919,8 @@ class Executor:
                 whole = self._whole_drain(request, acted.drained)
                 message = whole or message
         except GpubotError as exc:
-            return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
+            failed = self._say("exec.resume.failed", command=command_for(request), error=exc)
+            return self._fail(request, failed)
         if self._lost(request):
             return self._gave_way(request)
         if not acted.done:

@@ -936,6 +936,24 @@ def test_slash_status_incidents_and_timeline_read_in_chinese_under_zh(rig: Rig) 
         assert not re.search(r"awaiting|Health gate|gpus-allocatable| diagnosis ", answer), answer
 
 
+@pytest.mark.parametrize("rig", [Lang.ZH], indirect=True)
+def test_a_slash_proposal_and_its_denial_read_in_chinese_under_zh(rig: Rig) -> None:
+    """Under zh the proposal said "… asks to *cordon gpu-a3*", its notification
+    "cordon gpu-a3: needs an approver", and a denial's reason "denied in Slack"."""
+    incident, _ = rig.alert_xid79("gpu-a3")
+    assert rig.command(CAROL, "cordon gpu-a3")[0] == 200
+    rig.settle()
+    [proposal] = [m for m in rig.double.messages(CHANNEL) if "🛠" in _texts(m.get("blocks", []))]
+    assert proposal["text"] == "cordon gpu-a3：需要审批人"
+    intro = shown(_texts(proposal["blocks"])).text
+    assert f"🛠 @{CAROL} 请求 cordon gpu-a3（事件 {incident.id}：" in intro, intro
+    [request_id] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+    assert rig.click(ALICE, DENY_ACTION, proposal, request_id) == 200
+    rig.settle()
+    denial = [e.text for e in rig.store.timeline(incident.id) if e.kind == "denial"]
+    assert denial and denial[-1].endswith("：在 Slack 中拒绝"), denial
+
+
 def test_snooze_mutes_the_thread_and_the_timeline_fits_block_kit(rig: Rig) -> None:
     incident, _ = rig.alert_xid79()
     message = rig.message_of(str(incident.chat_ref))
