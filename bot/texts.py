@@ -476,6 +476,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "stopped: another gpubot took `{command}` over",
         ZH: "已停止：另一个 gpubot 接管了 `{command}`",
     },
+    "exec.changed_facts": {EN: "the node's facts", ZH: "节点的状况"},
     "exec.changed": {
         EN: "the node changed since the approval: {changed}",
         ZH: "批准后节点有变化：{changed}",
@@ -544,6 +545,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "drain 未完成：已迁移 {removed}/{wanted} 个 Pod，{stuck} 个卡住：{stalls}",
     },
     "budget.already_out": {EN: "{node} is already out of service", ZH: "{node} 已经退出服务"},
+    "budget.within": {EN: "within budget ({n}/{budget})", ZH: "在预算内（{n}/{budget}）"},
     "exec.whole_drain": {
         EN: "{total} pods moved off in {seconds:.1f} s, by every owner of the drain "
         "(the last: {last})",

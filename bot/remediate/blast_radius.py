@@ -56,4 +56,5 @@ def check_budget(
             out=", ".join(out) or "-",
         )
         return BudgetVerdict(False, pool_name, out, budget, reason)
-    return BudgetVerdict(True, pool_name, out, budget, f"within budget ({len(out) + 1}/{budget})")
+    within = say(lang, "budget.within", n=len(out) + 1, budget=budget)
+    return BudgetVerdict(True, pool_name, out, budget, within)

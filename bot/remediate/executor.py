@@ -39,6 +39,7 @@ from bot.model import (
     ClusterFacts,
     Diagnosis,
     IncidentState,
+    Lang,
     NodeFacts,
     Proposal,
     TimelineKind,
@@ -71,13 +72,13 @@ from bot.texts import say
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
 
-def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
+def what_changed(before: dict[str, object], after: dict[str, object], lang: Lang) -> str:
     changed = [
         f"{key}: {before.get(key)!r} → {after.get(key)!r}"
         for key in sorted(after)
         if before.get(key) != after.get(key)
     ]
-    return "; ".join(changed) or "the node's facts"
+    return "; ".join(changed) or say(lang, "exec.changed_facts")
 
 
 @dataclass(frozen=True)
@@ -449,7 +450,8 @@ class Executor:
             # what the drain would do anyway, not a material change.
             expected["unschedulable"] = True
         if facts_fingerprint(node) != request.facts_fingerprint and seen != expected:
-            return self._ask_again(request, node, what_changed(request.facts_seen, seen))
+            changed = what_changed(request.facts_seen, seen, self.settings.lang)
+            return self._ask_again(request, node, changed)
 
         if request.action in (Action.CORDON, Action.DRAIN):
             limits = self.settings.remediation.blast_radius
