@@ -47,6 +47,9 @@ from bot.sources.alertmanager.understanding import alert_mapping
 from bot.texts import say, state_name
 
 if TYPE_CHECKING:
+    # typer carries its own click: these are the types its commands are called with.
+    from typer._click import Context, HelpFormatter
+
     from bot.store.sql import SqlStore
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
@@ -690,7 +693,7 @@ def serve(
 @handles_bad_input
 def approve(
     request: Annotated[
-        str, typer.Argument(metavar="REQUEST", help="The request id the proposal shows.")
+        str, typer.Argument(metavar="REQUEST_ID", help="The request id the proposal shows.")
     ],
     as_user: Annotated[
         str,
@@ -768,7 +771,9 @@ def approve(
 @app.command()
 @handles_bad_input
 def deny(
-    request: Annotated[str, typer.Argument(help="The request id from the proposal.")],
+    request: Annotated[
+        str, typer.Argument(metavar="REQUEST_ID", help="The request id from the proposal.")
+    ],
     as_user: Annotated[str, typer.Option("--as", help="Who denies (a chat user id).")],
     reason: Annotated[str, typer.Option("--reason", help="Why, for the timeline.")] = "",
     store_url: Annotated[str | None, typer.Option("--store-url")] = None,
@@ -1095,6 +1100,47 @@ def alerts_explain(
                 typer.echo(f"  in the snapshot: node {node}")
             elif nodes is not None and node is not None and reading.node_is_address:
                 typer.echo(f"  in the snapshot: {node} is no node's nor pod's address")
+
+
+class _PlainArguments(typer.core.TyperCommand):
+    """Arguments in help as click writes them: `REQUEST_ID` or `[PATH]` in the usage line,
+    the metavar alone in the list. Typer writes `{REQUEST_ID}` and `REQUEST_ID <str>`, which
+    read as text to type with its braces."""
+
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, typer.core.TyperArgument):
+                name = _metavar(param)
+                name = name if param.required else f"[{name}]"
+                pieces.append(name + ("..." if param.nargs != 1 else ""))
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if isinstance(param, typer.core.TyperArgument):
+                arguments.append((_metavar(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _metavar(argument: typer.core.TyperArgument) -> str:
+    return argument.metavar or (argument.name or "").upper()
+
+
+for _commands in (app, rules_app, sim_app, db_app, alerts_app):
+    for _command in _commands.registered_commands:
+        _command.cls = _PlainArguments
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -224,6 +224,20 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "{who} 的批准被拒绝：{why}",
     },
     "decide.no_such_request": {EN: "no such request", ZH: "没有这个请求"},
+    "decide.denial_refused": {
+        EN: "denial by {who} refused: {why}",
+        ZH: "{who} 的拒绝被驳回：{why}",
+    },
+    "decide.denied_outcome": {EN: "{command} denied by {who}", ZH: "{who} 拒绝了 {command}"},
+    "decide.already_denied": {EN: "already denied by {who}", ZH: "已被 {who} 拒绝"},
+    "decide.already_decided": {
+        EN: "already decided and acted on",
+        ZH: "已有决定，且已执行",
+    },
+    "decide.no_longer_valid": {
+        EN: "this request is no longer valid: {why}",
+        ZH: "该请求已失效：{why}",
+    },
     "decide.denied_before": {EN: "{who} denied this: {detail}", ZH: "{who} 已拒绝：{detail}"},
     "decide.voted_before": {EN: "{who} already approved this", ZH: "{who} 已经批准过了"},
     "exec.leader_runs_it": {EN: "{message}; the leader runs it", ZH: "{message}；由主副本执行"},
@@ -249,6 +263,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "slack.unknown": {EN: "Unknown subcommand {sub}.\n", ZH: "未知子命令 {sub}。\n"},
     "slack.failed": {EN: "Could not do that: {error}", ZH: "无法执行：{error}"},
     "slack.no_incidents": {EN: "No open incidents.", ZH: "没有未解决的事件。"},
+    "slack.list_separator": {EN: ", ", ZH: "，"},
     "slack.open_count": {
         EN: "{n} open incident(s): {counts}",
         ZH: "{n} 个未解决的事件：{counts}",
@@ -289,6 +304,10 @@ TEXTS: dict[str, dict[Lang, str]] = {
         "（除非策略允许，否则不能是你自己）；将于 {expires} UTC 过期。",
     },
     "slack.timeline_title": {EN: "timeline", ZH: "时间线"},
+    "slack.needs_approver": {EN: "{what}: needs an approver", ZH: "{what}：需要审批人"},
+    "slack.asks": {EN: "🛠 {who} asks to *{what}*", ZH: "🛠 {who} 请求 *{what}*"},
+    "slack.asks_incident": {EN: " (incident {id}: {title})", ZH: "（事件 {id}：{title}）"},
+    "slack.denied_reason": {EN: "denied in Slack", ZH: "在 Slack 中拒绝"},
     "slack.recorded": {
         EN: "Your approval is recorded: {message}",
         ZH: "你的批准已记录：{message}",
@@ -432,11 +451,61 @@ TEXTS: dict[str, dict[Lang, str]] = {
     },
     "decide.denied": {EN: "{who} denied {command}", ZH: "{who} 拒绝了 {command}"},
     "decide.denied_by": {EN: "denied by {who}", ZH: "被 {who} 拒绝"},
+    "decide.because": {EN: ": {reason}", ZH: "：{reason}"},
     "exec.drain_flags_emptydir": {
         EN: " (--ignore-daemonsets: DaemonSet pods such as the GPU Operator's stay, as kubectl "
         "does; --delete-emptydir-data, as asked: the pods' emptyDir data on the node is deleted)",
         ZH: "（--ignore-daemonsets：GPU Operator 等 DaemonSet 的 Pod 保留，与 kubectl 相同；"
         "按要求带 --delete-emptydir-data：节点上 Pod 的 emptyDir 数据将被删除）",
+    },
+    "exec.dry_run": {
+        EN: "dry-run: would have run `{command}`",
+        ZH: "演练模式：未执行，实际会运行 `{command}`",
+    },
+    "exec.expired_at": {EN: "the request expired at {at}", ZH: "请求已于 {at} 过期"},
+    "exec.no_approval": {
+        EN: "no recorded approval allows this",
+        ZH: "没有已记录的批准允许此操作",
+    },
+    "exec.running_here": {EN: "already running here", ZH: "本副本已在执行"},
+    "exec.state.approved": {EN: "approved by {who}", ZH: "已由 {who} 批准"},
+    "exec.unreadable": {EN: "could not read {node}: {error}", ZH: "无法读取 {node}：{error}"},
+    "exec.gone": {EN: "node {node} is gone", ZH: "节点 {node} 已不存在"},
+    "exec.failed": {EN: "{command} failed: {error}", ZH: "{command} 失败：{error}"},
+    "exec.gave_way": {
+        EN: "stopped: another gpubot took `{command}` over",
+        ZH: "已停止：另一个 gpubot 接管了 `{command}`",
+    },
+    "exec.changed_facts": {EN: "the node's facts", ZH: "节点的状况"},
+    "exec.changed": {
+        EN: "the node changed since the approval: {changed}",
+        ZH: "批准后节点有变化：{changed}",
+    },
+    "exec.changed_ask_again": {
+        EN: "not run: {node} changed since the approval ({changed}); asking again as {id}",
+        ZH: "未执行：批准后 {node} 有变化（{changed}）；以请求 {id} 重新请求审批",
+    },
+    "exec.reoffer.room": {EN: "the pool has room now ({why})", ZH: "节点池现在有余量（{why}）"},
+    "exec.reoffer.gate": {EN: "the health gate passes now", ZH: "健康门禁现已通过"},
+    "exec.resume.no_approval": {
+        EN: "no recorded approval allows this: nothing was done",
+        ZH: "没有已记录的批准允许此操作：未做任何事",
+    },
+    "exec.resume.expired": {
+        EN: "the request expired before it acted ({at})",
+        ZH: "请求在执行前已过期（{at}）",
+    },
+    "exec.resume.from_checks": {
+        EN: "running `{command}` again from its checks: {who} stopped before acting",
+        ZH: "从检查开始重新执行 `{command}`：{who} 在动手前已停止",
+    },
+    "exec.resume.resuming": {
+        EN: "resuming `{command}` after a restart (started {at} by {who})",
+        ZH: "重启后继续执行 `{command}`（{who} 于 {at} 开始）",
+    },
+    "exec.resume.failed": {
+        EN: "{command} failed on resume: {error}",
+        ZH: "继续执行时 {command} 失败：{error}",
     },
     "exec.gate.passed": {EN: "health gate passed for {node}", ZH: "{node} 的健康门禁通过"},
     "exec.gate.failed": {EN: "health gate failed for {node}", ZH: "{node} 的健康门禁未通过"},
@@ -469,11 +538,26 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "exec.evicted_how": {EN: "evicted", ZH: "驱逐了"},
     "exec.deleted_how": {EN: "deleted", ZH: "删除了"},
     "exec.already_leaving": {EN: ", {n} already leaving", ZH: "，另有 {n} 个已在退出"},
+    "exec.drain_refused": {EN: "drain refused: {reasons}", ZH: "drain 被拒绝：{reasons}"},
+    "exec.drain_refusal": {EN: "{pod}: {why} (needs {flag})", ZH: "{pod}：{why}（需要 {flag}）"},
+    "exec.drain_incomplete": {
+        EN: "drain incomplete: {removed} of {wanted} pods moved, {stuck} stuck: {stalls}",
+        ZH: "drain 未完成：已迁移 {removed}/{wanted} 个 Pod，{stuck} 个卡住：{stalls}",
+    },
+    "budget.already_out": {EN: "{node} is already out of service", ZH: "{node} 已经退出服务"},
+    "budget.within": {EN: "within budget ({n}/{budget})", ZH: "在预算内（{n}/{budget}）"},
     "exec.whole_drain": {
         EN: "{total} pods moved off in {seconds:.1f} s, by every owner of the drain "
         "(the last: {last})",
         ZH: "{seconds:.1f} 秒内共迁走 {total} 个 Pod，由 drain 的每个执行者完成"
         "（最后一段：{last}）",
+    },
+    # -- serve ------------------------------------------------------------------------------
+    "serve.quarantined": {
+        EN: "webhook delivery {id} could not be split into alerts and was set aside (kept in "
+        "the store, not diagnosed; the deliveries after it go on): {why}",
+        ZH: "webhook 投递 {id} 无法拆分成告警，已搁置（保存在存储中，未诊断；之后的投递照常处理）："
+        "{why}",
     },
     # -- the command line's own words ----------------------------------------------------
     "cli.settings.file": {EN: "settings {path}", ZH: "设置文件 {path}"},

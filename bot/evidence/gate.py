@@ -318,6 +318,16 @@ def facts_items(node: NodeFacts, pool: PoolFacts | None, gpu_resource: str) -> l
     ]
 
 
+def failing_facts_text(node: NodeFacts, pool: PoolFacts | None, lang: Lang) -> str:
+    """What `gate_failures` lists, as a person reads it in `lang` ("name: reason; …"); empty
+    when nothing fails or the node is not a GPU node. `gate_failures` stays in the facts'
+    own words: the rules read it."""
+    if not node.gpu_node:
+        return ""
+    items = facts_items(node, pool, "nvidia.com/gpu")  # the resource names only `fact`
+    return failing_text([i for i in items if i.outcome == "fail"], lang)
+
+
 def gate_failures(node: NodeFacts, pool: PoolFacts | None, gpu_resource: str) -> list[str]:
     """Why the facts alone keep the gate shut, one reason per failing item (`node.gate_failures`:
     what the rules read); empty for a node that is not a GPU node."""

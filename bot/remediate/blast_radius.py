@@ -44,7 +44,8 @@ def check_budget(
     budget = min(limits.max_nodes, math.ceil(limits.max_share * len(members)))
     out = sorted(m.name for m in members if out_of_service(m))
     if node in out:
-        return BudgetVerdict(True, pool_name, out, budget, f"{node} is already out of service")
+        already = say(lang, "budget.already_out", node=node)
+        return BudgetVerdict(True, pool_name, out, budget, already)
     if len(out) + 1 > budget:
         reason = say(
             lang,
@@ -55,4 +56,5 @@ def check_budget(
             out=", ".join(out) or "-",
         )
         return BudgetVerdict(False, pool_name, out, budget, reason)
-    return BudgetVerdict(True, pool_name, out, budget, f"within budget ({len(out) + 1}/{budget})")
+    within = say(lang, "budget.within", n=len(out) + 1, budget=budget)
+    return BudgetVerdict(True, pool_name, out, budget, within)

@@ -220,7 +220,7 @@ class Decisions:
             self.note(
                 request.incident,
                 "note",
-                f"denial by {who} refused: {refused}",
+                say(self.settings.lang, "decide.denial_refused", who=who, why=refused),
                 who,
                 request=request_id,
             )
@@ -230,19 +230,23 @@ class Decisions:
         if not self.store.record_denial(request_id, who, reason or "no reason given", now):
             done = self.store.execution(request_id)
             if done is not None and done.outcome == "denied":
-                return Outcome(request_id, "duplicate", f"already denied by {done.executor}")
-            return Outcome(request_id, "duplicate", "already decided and acted on")
+                already = say(self.settings.lang, "decide.already_denied", who=done.executor)
+                return Outcome(request_id, "duplicate", already)
+            decided = say(self.settings.lang, "decide.already_decided")
+            return Outcome(request_id, "duplicate", decided)
         self.note(
             request.incident,
             "denial",
             say(self.settings.lang, "decide.denied", who=who, command=command_for(request))
-            + (f": {reason}" if reason else ""),
+            + (say(self.settings.lang, "decide.because", reason=reason) if reason else ""),
             who,
             request=request_id,
         )
         denied_by = say(self.settings.lang, "decide.denied_by", who=who)
         self.move(request.incident, IncidentState.DENIED, who, denied_by)
-        return Outcome(request_id, "denied", f"{command_for(request)} denied by {who}")
+        command = command_for(request)
+        said = say(self.settings.lang, "decide.denied_outcome", command=command, who=who)
+        return Outcome(request_id, "denied", said)
 
     def no_longer_valid(self, request: ActionRequest) -> Outcome | None:
         """A request acts only while its incident is the open problem: withdrawn (its
@@ -259,7 +263,8 @@ class Decisions:
             self.store.record_withdrawal(request.id, why, self.clock())
         else:
             return None
-        return Outcome(request.id, "withdrawn", f"this request is no longer valid: {why}")
+        invalid = say(self.settings.lang, "decide.no_longer_valid", why=why)
+        return Outcome(request.id, "withdrawn", invalid)
 
     def approvers_enough(self, request: ActionRequest) -> list[str] | None:
         """The approvers, when the stored votes (each judged as of its own time) suffice."""

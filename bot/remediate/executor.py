@@ -39,6 +39,7 @@ from bot.model import (
     ClusterFacts,
     Diagnosis,
     IncidentState,
+    Lang,
     NodeFacts,
     Proposal,
     TimelineKind,
@@ -71,13 +72,13 @@ from bot.texts import say
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
 
 
-def what_changed(before: dict[str, object], after: dict[str, object]) -> str:
+def what_changed(before: dict[str, object], after: dict[str, object], lang: Lang) -> str:
     changed = [
         f"{key}: {before.get(key)!r} → {after.get(key)!r}"
         for key in sorted(after)
         if before.get(key) != after.get(key)
     ]
-    return "; ".join(changed) or "the node's facts"
+    return "; ".join(changed) or say(lang, "exec.changed_facts")
 
 
 @dataclass(frozen=True)
@@ -375,14 +376,16 @@ class Executor:
             return stale
         now = self.clock()
         if now >= request.expires_at:
-            return Outcome(request_id, "expired", f"the request expired at {request.expires_at}")
+            return Outcome(
+                request_id, "expired", self._say("exec.expired_at", at=request.expires_at)
+            )
         enough = self._recorded_approval(request)
         if enough is None:
             # Invariant 1: whoever calls this, the store must hold approvals that satisfy
             # the policy for exactly this request.
-            return Outcome(request_id, "not-allowed", "no recorded approval allows this")
+            return Outcome(request_id, "not-allowed", self._say("exec.no_approval"))
         if not self._reserve(request_id):
-            return Outcome(request_id, "duplicate", "already running here")
+            return Outcome(request_id, "duplicate", self._say("exec.running_here"))
         with self._owning(request_id):
             if not self.store.claim_execution(request_id, self.executor_id, now):
                 # Resolved a moment ago (the claim looks at the incident in its transaction)?
@@ -400,7 +403,7 @@ class Executor:
                 request.incident,
                 IncidentState.APPROVED,
                 GPUBOT,
-                f"approved by {', '.join(enough)}",
+                self._say("exec.state.approved", who=", ".join(enough)),
             )
             return self._run(request, enough)
 
@@ -434,10 +437,11 @@ class Executor:
             else:
                 facts = self.read_facts(request.node)
         except GpubotError as exc:
-            return self._fail(request, f"could not read {request.node}: {exc}")
+            return self._fail(request, self._say("exec.unreadable", node=request.node, error=exc))
         node = facts.nodes.get(request.node)
         if node is None or not node.known:
-            return self._finish(request, "refused", "refused", f"node {request.node} is gone")
+            gone = self._say("exec.gone", node=request.node)
+            return self._finish(request, "refused", "refused", gone)
 
         seen = facts_seen(node)
         expected = dict(request.facts_seen)
@@ -446,7 +450,8 @@ class Executor:
             # what the drain would do anyway, not a material change.
             expected["unschedulable"] = True
         if facts_fingerprint(node) != request.facts_fingerprint and seen != expected:
-            return self._ask_again(request, node, what_changed(request.facts_seen, seen))
+            changed = what_changed(request.facts_seen, seen, self.settings.lang)
+            return self._ask_again(request, node, changed)
 
         if request.action in (Action.CORDON, Action.DRAIN):
             limits = self.settings.remediation.blast_radius
@@ -462,9 +467,8 @@ class Executor:
                 return self._wait_for(request, "health-gate", why)
 
         if self.settings.remediation.dry_run:
-            return self._finish(
-                request, "dry-run", "dry-run", f"dry-run: would have run `{command_for(request)}`"
-            )
+            would = self._say("exec.dry_run", command=command_for(request))
+            return self._finish(request, "dry-run", "dry-run", would)
 
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._note(
@@ -516,16 +520,17 @@ class Executor:
         if node is None or not node.known:
             return None
         if waiting.data.get("waiting") == "blast-radius":
-            verdict = check_budget(facts, old.node, self.settings.remediation.blast_radius)
+            limits = self.settings.remediation.blast_radius
+            verdict = check_budget(facts, old.node, limits, self.settings.lang)
             if not verdict.allowed:
                 return None
-            why = f"the pool has room now ({verdict.reason})"
+            why = self._say("exec.reoffer.room", why=verdict.reason)
         else:
             result = self.gate(node, facts)
             if not result.passed:
                 return None
             self._record_gate(incident_id, result)
-            why = "the health gate passes now"
+            why = self._say("exec.reoffer.gate")
         new = self.request(
             old.action,
             node,
@@ -613,11 +618,11 @@ class Executor:
                         self.cluster, request.node, current, *self._marks(request, approvers)
                     ).changed
                 except GpubotError as exc:
-                    return self._fail(request, f"{command_for(request)} failed: {exc}")
+                    return self._fail(request, self._failed(request, exc))
         try:
             acted = self._act(request, approvers, cordoned)
         except GpubotError as exc:
-            return self._fail(request, f"{command_for(request)} failed: {exc}")
+            return self._fail(request, self._failed(request, exc))
         if self._lost(request):
             return self._gave_way(request)
         message = acted.text
@@ -632,9 +637,12 @@ class Executor:
 
     def _gave_way(self, request: ActionRequest) -> Outcome:
         """Another process owns this execution now: it tells the result, not this one."""
-        message = f"stopped: another gpubot took `{command_for(request)}` over"
+        message = self._say("exec.gave_way", command=command_for(request))
         self._note(request.incident, "note", message, request=request.id)
         return Outcome(request.id, "duplicate", message)
+
+    def _failed(self, request: ActionRequest, error: GpubotError) -> str:
+        return self._say("exec.failed", command=command_for(request), error=error)
 
     def _fail(self, request: ActionRequest, message: str) -> Outcome:
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
@@ -645,7 +653,7 @@ class Executor:
         self.store.finish_execution(
             request.id,
             "refused",
-            f"the node changed since the approval: {changed}",
+            self._say("exec.changed", changed=changed),
             self.clock(),
             executor=self.executor_id,
         )
@@ -664,9 +672,8 @@ class Executor:
             delete_emptydir_data=request.delete_emptydir_data,
             override_gate=request.override_gate,
         )
-        message = (
-            f"not run: {request.node} changed since the approval ({changed}); "
-            f"asking again as {again.id}"
+        message = self._say(
+            "exec.changed_ask_again", node=request.node, changed=changed, id=again.id
         )
         self._note(request.incident, "note", message, request=request.id, again=again.id)
         return Outcome(request.id, "changed", message, new_request=again)
@@ -725,21 +732,26 @@ class Executor:
             keep_going=lambda: not self._lost(request),
         )
         if result.refused:
-            reasons = "; ".join(
-                f"{r.namespace}/{r.name}: {r.message} (needs {r.flag})"
+            reasons = self._say("gate.separator").join(
+                self._say(
+                    "exec.drain_refusal", pod=f"{r.namespace}/{r.name}", why=r.message, flag=r.flag
+                )
                 for r in result.plan.refusals
             )
-            return _Acted(f"drain refused: {reasons}", done=False)
+            return _Acted(self._say("exec.drain_refused", reasons=reasons), done=False)
         removed = len(result.evicted) + len(result.deleted)
         if result.stalled:
             stalls = "; ".join(f"{s.namespace}/{s.name}: {s.reason}" for s in result.stalled)
             # Of the pods the drain had to move (DaemonSet pods stay and are not counted).
             wanted = len(result.plan.to_remove)
-            return _Acted(
-                f"drain incomplete: {removed} of {wanted} pods moved, "
-                f"{len(result.stalled)} stuck: {stalls}",
-                done=False,
+            incomplete = self._say(
+                "exec.drain_incomplete",
+                removed=removed,
+                wanted=wanted,
+                stuck=len(result.stalled),
+                stalls=stalls,
             )
+            return _Acted(incomplete, done=False)
         how = self._say("exec.deleted_how" if request.force else "exec.evicted_how")
         # After a restart some pods were already leaving (evicted before the kill): they were
         # waited for, not evicted again, and the count says so instead of looking short.
@@ -869,27 +881,33 @@ class Executor:
             request = self.store.request(unfinished.request_id)
             approvers = self._recorded_approval(request)
             if approvers is None:
-                return self._fail(request, "no recorded approval allows this: nothing was done")
+                return self._fail(request, self._say("exec.resume.no_approval"))
             if unfinished.outcome != "acting":
                 # Died before its checks were through (facts, budget, gate, dry-run): nothing
                 # was written, so run it as a first execution would, checks and all.
                 if now >= request.expires_at:
-                    return self._fail(
-                        request, f"the request expired before it acted ({request.expires_at})"
-                    )
+                    expired = self._say("exec.resume.expired", at=request.expires_at)
+                    return self._fail(request, expired)
                 self._note(
                     request.incident,
                     "note",
-                    f"running `{command_for(request)}` again from its checks: "
-                    f"{unfinished.executor} stopped before acting",
+                    self._say(
+                        "exec.resume.from_checks",
+                        command=command_for(request),
+                        who=unfinished.executor,
+                    ),
                     request=request.id,
                 )
                 return self._run(request, approvers)
             self._note(
                 request.incident,
                 "note",
-                f"resuming `{command_for(request)}` after a restart "
-                f"(started {unfinished.started_at:%H:%M:%S} by {unfinished.executor})",
+                self._say(
+                    "exec.resume.resuming",
+                    command=command_for(request),
+                    at=f"{unfinished.started_at:%H:%M:%S}",
+                    who=unfinished.executor,
+                ),
                 request=request.id,
             )
             return self._resume_one(request)
@@ -903,7 +921,8 @@ class Executor:
                 whole = self._whole_drain(request, acted.drained)
                 message = whole or message
         except GpubotError as exc:
-            return self._fail(request, f"{command_for(request)} failed on resume: {exc}")
+            failed = self._say("exec.resume.failed", command=command_for(request), error=exc)
+            return self._fail(request, failed)
         if self._lost(request):
             return self._gave_way(request)
         if not acted.done:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -35,7 +36,7 @@ from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
-from bot.model import ActionRequest, Diagnosis, Incident, Signal, TimelineEntry
+from bot.model import ActionRequest, Diagnosis, Incident, Lang, Signal, TimelineEntry
 from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
@@ -53,6 +54,7 @@ from bot.sources.alertmanager.understanding import alert_mapping
 from bot.sources.watches import KubeSignals
 from bot.store.database import parse_store_url
 from bot.store.sql import SqlStore
+from bot.texts import say
 
 log = logging.getLogger("gpubot.serve")
 
@@ -254,7 +256,7 @@ def build_replica(
             store,
             settings.node_labels,
             telemetry,
-            on_quarantine=quarantine_notice(told),
+            on_quarantine=quarantine_notice(told, settings.lang),
             mapping=mapping,
         ),
         telemetry=telemetry,
@@ -408,15 +410,12 @@ class LoggedChat:
         self.chat.post_result(request, text)
 
 
-def quarantine_notice(chat: Chat) -> Callable[[int, str], None]:
+def quarantine_notice(chat: Chat, lang: Lang) -> Callable[[int, str], None]:
     """What the inbox calls when it sets a webhook delivery aside: a notice in the chat, so
     a person looks at what was accepted and never diagnosed."""
 
     def notice(delivery_id: int, why: str) -> None:
-        chat.post_notice(
-            f"webhook delivery {delivery_id} could not be split into alerts and was set aside "
-            f"(kept in the store, not diagnosed; the deliveries after it go on): {why[:300]}"
-        )
+        chat.post_notice(say(lang, "serve.quarantined", id=delivery_id, why=why[:300]))
 
     return notice
 
@@ -477,6 +476,11 @@ def run(replica: Replica, on_started: Callable[[int], None] | None = None) -> No
             on_started(port)
 
     threading.Thread(target=announce, name="announce", daemon=True).start()
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn shuts down on SIGTERM, then raises it again under the handler it found: with
+        # the default one the process died there, before `replica.stop()` released the Lease
+        # (the next replica waited out lease_duration_s to act or print) and closed the store.
+        signal.signal(signal.SIGTERM, lambda _signal, _frame: setattr(server, "should_exit", True))
     try:
         server.run()
     finally:

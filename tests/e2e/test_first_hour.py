@@ -199,10 +199,41 @@ def test_help_shows_no_type_placeholders_and_documents_every_option(
     done = gpubot(*command, "--help", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "<bool>" not in done.stdout and "{request}" not in done.stdout
+    if command == ["approve"]:
+        assert " approve [OPTIONS] REQUEST_ID\n" in done.stdout, done.stdout
     if command == ["serve"]:
         for option in ("--kubeconfig FILE", "--in-cluster", "--store-url URL", "console"):
             assert option in done.stdout, done.stdout
         assert "GPUBOT_CONFIG" in done.stdout
+
+
+ARGUMENTS = [
+    (["approve"], "REQUEST_ID"),
+    (["deny"], "REQUEST_ID"),
+    (["timeline"], "INCIDENT|NODE"),
+    (["rules", "lint"], "[PATH]"),
+    (["rules", "test"], "[PATH]"),
+    (["drill"], "[PATHS]..."),
+    (["sim", "inject"], "FAULT"),
+    (["sim", "repair"], "FAULT"),
+    (["alerts", "explain"], "PAYLOAD"),
+]
+
+
+@pytest.mark.parametrize(("command", "shown"), ARGUMENTS)
+def test_help_names_each_argument_plainly_as_you_would_type_it(
+    command: list[str], shown: str, tmp_path: Path
+) -> None:
+    """typer wrote `{REQUEST}` in the usage line and `request <str>` below it: braces and a
+    type to copy along with the id."""
+    done = gpubot(*command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    usage = done.stdout.splitlines()[0]
+    assert usage.endswith(f" {' '.join(command)} [OPTIONS] {shown}"), done.stdout
+    [argument] = [
+        line for line in done.stdout.splitlines() if line.startswith(f"  {shown.strip('[].')}  ")
+    ]
+    assert "<" not in argument, done.stdout
 
 
 # ---- items 5, 6, 12: an API that is away, the log, the leader gauge --------------------------

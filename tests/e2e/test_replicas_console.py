@@ -6,7 +6,10 @@ the leader only). Before, an incident's diagnosis printed in whichever replica r
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
+
+import yaml
 
 from bot.store.sql import SqlStore
 from gpusim.state import ClusterState
@@ -19,6 +22,7 @@ from tests.helpers.processes import (
     simulator,
     the_request,
     wait_for,
+    write_settings,
     xid_alert,
 )
 
@@ -68,3 +72,58 @@ def test_console_chat_of_two_replicas_prints_only_in_the_leaders_output(
             assert leader_out.index(f"incident {incident}") < leader_out.index(drain.id)
         finally:
             store.close()
+
+
+def test_a_single_replica_with_console_chat_prints_its_diagnosis_at_once(tmp_path: Path) -> None:
+    """One `gpubot serve` on SQLite, no Lease in the cluster yet: it leads at once, so the
+    console chat's queue is printed as it fills, not held for a leader."""
+    sim_store: ClusterState = cluster()
+    store_url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    with simulator(sim_store) as server, running_gpubot(tmp_path, server.url, store_url) as bot:
+        assert lease_holder(sim_store) is None
+        replica = bot.start("lone")
+        status, body = post_alert(replica, xid_alert(sim_store, NODE))
+        assert status == 200, body
+        answered = time.monotonic()
+
+        def printed() -> bool:
+            return "gpu-fell-off-bus" in _said(replica.out.read_text(errors="replace"))
+
+        wait_for("the diagnosis in the replica's output", printed, 15, bot)
+        assert time.monotonic() - answered < 3.0, replica.tail()
+        assert lease_holder(sim_store) == "lone"
+
+
+def test_a_replica_stopped_with_sigterm_hands_the_lease_on_so_the_next_prints_at_once(
+    tmp_path: Path,
+) -> None:
+    """A rollout stops the pod with SIGTERM and starts another. uvicorn re-raised the signal
+    once it had shut down, and the process died there, before it released the Lease: the new
+    replica printed nothing (and ran nothing) until the old lease expired, 16 s here."""
+    sim_store: ClusterState = cluster()
+    store_url = f"sqlite:///{tmp_path / 'gpubot.db'}"
+    config = write_settings(tmp_path / "settings.yaml")
+    lease = {"lease_duration_s": 15, "renew_deadline_s": 10, "retry_period_s": 2}  # the defaults
+    settings = yaml.safe_load(config.read_text())
+    settings["serve"].update(lease)
+    config.write_text(yaml.safe_dump(settings))
+    with (
+        simulator(sim_store) as server,
+        running_gpubot(tmp_path, server.url, store_url, config) as bot,
+    ):
+        old = bot.start("old")
+        wait_for("the first replica to lead", lambda: lease_holder(sim_store) == "old", 15, bot)
+        old.process.terminate()
+        assert old.process.wait(30) == 0, old.tail()
+        assert lease_holder(sim_store) is None  # released
+
+        new = bot.start("new")
+        status, body = post_alert(new, xid_alert(sim_store, NODE))
+        assert status == 200, body
+        answered = time.monotonic()
+
+        def printed() -> bool:
+            return "gpu-fell-off-bus" in _said(new.out.read_text(errors="replace"))
+
+        wait_for("the diagnosis in the new replica's output", printed, 30, bot)
+        assert time.monotonic() - answered < 3.0, new.tail()

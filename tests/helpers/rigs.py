@@ -20,7 +20,7 @@ from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.drills.record import RecordingChat, Seen, SeenKind
 from bot.evidence.gate import ExternalEvidence
 from bot.kube.cluster import KubeCluster
-from bot.model import Action, ActionRequest, Incident, IncidentState, Signal
+from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
 from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
@@ -72,12 +72,12 @@ class Rig:
         ).id
 
 
-def make_rig(sim_cluster: Any, tmp_path: Path, **remediation: Any) -> Rig:
+def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediation: Any) -> Rig:
     server, cluster = sim_cluster
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     clock = Clock()
     settings = Settings(
-        remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
+        lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
     )
     executor = Executor(
         cluster,

@@ -140,3 +140,34 @@ def test_a_vote_on_a_denied_or_unknown_request_is_told_in_chinese(bot: Bot) -> N
     assert late.status == "not-allowed"
     assert late.message == "bob 已拒绝：先保存检查点"
     assert not _cordoned(bot)
+
+
+def test_a_refused_or_repeated_deny_and_a_vote_on_a_resolved_incident_are_told_in_chinese(
+    bot: Bot,
+) -> None:
+    """The timeline's "denial by … refused", the answers "… denied by …", "already denied by …"
+    and "this request is no longer valid" were English under zh."""
+    incident, drain = _xid79(bot)
+    bot.service.settings.lang = Lang.ZH
+
+    assert bot.service.deny(drain, "mallory").status == "not-allowed"
+    [refusal] = [e.text for e in bot.store.timeline(incident) if "mallory" in e.text]
+    assert refusal.startswith("mallory 的拒绝被驳回：你无权拒绝"), refusal
+
+    denied = bot.service.deny(drain, "bob", "先保存检查点")
+    assert denied.message == "bob 拒绝了 kubectl drain gpu-a2 --ignore-daemonsets"
+    again = bot.service.deny(drain, "alice")
+    assert (again.status, again.message) == ("duplicate", "已被 bob 拒绝")
+
+    other_incident, cordon = _xid79_cordon_request(bot)
+    bot.service.resolve(other_incident, "症状已消失")
+    late = bot.service.approve(cordon, "alice")
+    assert late.status == "withdrawn"
+    assert late.message.startswith("该请求已失效："), late.message
+
+
+def _xid79_cordon_request(bot: Bot) -> tuple[str, str]:
+    signals = bot.alert("xid", "gpu-a3", code=79, gpu=1)
+    [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a3"]
+    requests = bot.store.requests(incident.id)
+    return incident.id, requests[0].id

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from bot.config import SmokeTestSettings
-from bot.model import Action, IncidentState, TimelineEntry
+from bot.model import Action, IncidentState, Lang, TimelineEntry
 from bot.names import MAINTENANCE_TAINT, NAMESPACE
 from bot.remediate.approvals import approvals_needed
 from bot.remediate.nodes import cordon, take_out
@@ -271,6 +271,20 @@ def test_dry_run_writes_nothing(sim_cluster: Any, tmp_path: Path) -> None:
     assert rig.server.store.resource_version == version  # no write reached the API server
     assert rig.server.store.evictions == [] and rig.server.store.direct_deletes == []
     assert rig.store.timeline(rig.incident)[-1].text == outcome.message
+    rig.store.close()
+
+
+def test_a_dry_run_says_what_it_would_have_run_in_chinese_under_zh(
+    sim_cluster: Any, tmp_path: Path
+) -> None:
+    """Under zh the dry-run's result (the outcome, the timeline, the thread) was English."""
+    rig = make_rig(sim_cluster, tmp_path, lang=Lang.ZH, dry_run=True)
+    request = rig.request(Action.CORDON)
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "dry-run"
+    assert outcome.message == "演练模式：未执行，实际会运行 `kubectl cordon gpu-a3`"
+    assert rig.store.timeline(rig.incident)[-1].text == outcome.message
+    assert not rig.cordoned("gpu-a3")
     rig.store.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -226,11 +227,14 @@ class Rig:
 
 
 @pytest.fixture
-def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
+def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Rig]:
+    """In English, or in the language given as the fixture's indirect parameter."""
     sim, cluster = sim_cluster
+    lang: Lang = getattr(request, "param", Lang.EN)
     # Proposals at once (not held for an alert): the buttons are what these tests click;
     # revisions at once (not one in 30 s): what a revision keeps is what some test looks at.
     settings = Settings(
+        lang=lang,
         remediation=Remediation(approvals=POLICY),
         thresholds=Thresholds(settle_s=0, revise_every_s=0),
     )
@@ -899,13 +903,55 @@ def test_slash_answers_are_ephemeral_and_an_unknown_subcommand_gets_help(rig: Ri
         [posted] = rig.double.response_posts(url)
         assert posted["response_type"] == "ephemeral", text
         answers[text] = posted["text"] + _texts(posted.get("blocks", []))
-    assert "1 open incident(s): 1 awaiting_approval" in answers["status"]
+    assert "1 open incident(s): 1 awaiting approval" in answers["status"]
     assert "gpu-a2" in answers["status gpu-a2"] and "GPUs 7/8" in answers["status gpu-a2"]
     assert f"• {incident.id} · gpu-a2 · `gpu-fell-off-bus`" in answers["incidents"]
     assert f"Timeline of incident {incident.id}" in answers[f"timeline {incident.id}"]
     assert "Unknown subcommand `frobnicate`" in answers["frobnicate"]
     assert "`cordon NODE`" in answers["frobnicate"]
     assert rig.store.requests_to_execute(datetime.now(UTC)) == []
+
+
+@pytest.mark.parametrize("rig", [Lang.ZH], indirect=True)
+def test_slash_status_incidents_and_timeline_read_in_chinese_under_zh(rig: Rig) -> None:
+    """Under zh, `/gpubot status` showed incident states as codes (`awaiting_approval`), the
+    health gate's failing items in English, and the timeline its kinds as codes."""
+    incident, _ = rig.alert_xid79()
+    answers: dict[str, str] = {}
+    for text in ("status", "status gpu-a2", "incidents", f"timeline {incident.id}"):
+        status, url = rig.command(CAROL, text)
+        assert status == 200, text
+        rig.settle()
+        [posted] = rig.double.response_posts(url)
+        answers[text] = shown(posted["text"] + "\n" + _texts(posted.get("blocks", []))).text
+    assert "1 个未解决的事件：1 等待审批" in answers["status"], answers["status"]
+    node = answers["status gpu-a2"]
+    gate = "健康门禁：GPU 可分配：可分配 GPU 7/8；GPU 错误告警：GPU 3 上的 Xid 79 错误"
+    assert gate in node, node
+    assert "gpu-fell-off-bus 等待审批：" in node, node
+    assert "· 等待审批 ·" in answers["incidents"], answers["incidents"]
+    timeline = answers[f"timeline {incident.id}"]
+    assert "gpu-fell-off-bus · 等待审批" in timeline and " 诊断 " in timeline, timeline
+    for answer in answers.values():
+        assert not re.search(r"awaiting|Health gate|gpus-allocatable| diagnosis ", answer), answer
+
+
+@pytest.mark.parametrize("rig", [Lang.ZH], indirect=True)
+def test_a_slash_proposal_and_its_denial_read_in_chinese_under_zh(rig: Rig) -> None:
+    """Under zh the proposal said "… asks to *cordon gpu-a3*", its notification
+    "cordon gpu-a3: needs an approver", and a denial's reason "denied in Slack"."""
+    incident, _ = rig.alert_xid79("gpu-a3")
+    assert rig.command(CAROL, "cordon gpu-a3")[0] == 200
+    rig.settle()
+    [proposal] = [m for m in rig.double.messages(CHANNEL) if "🛠" in _texts(m.get("blocks", []))]
+    assert proposal["text"] == "cordon gpu-a3：需要审批人"
+    intro = shown(_texts(proposal["blocks"])).text
+    assert f"🛠 @{CAROL} 请求 cordon gpu-a3（事件 {incident.id}：" in intro, intro
+    [request_id] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+    assert rig.click(ALICE, DENY_ACTION, proposal, request_id) == 200
+    rig.settle()
+    denial = [e.text for e in rig.store.timeline(incident.id) if e.kind == "denial"]
+    assert denial and denial[-1].endswith("：在 Slack 中拒绝"), denial
 
 
 def test_snooze_mutes_the_thread_and_the_timeline_fits_block_kit(rig: Rig) -> None:

@@ -3,8 +3,12 @@ the number of alerts, in English and Chinese, with outside text cut to size."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
 from bot.model import Lang, Signal
 from bot.pipeline.notices import notices
+from bot.roots.serve import quarantine_notice
 from tests.helpers.builders import T0
 
 
@@ -82,3 +86,17 @@ def test_outside_text_cannot_make_a_notice_long() -> None:
     [told] = notices(batch)
     assert len(told) < 4000
     assert "and 92 more names" in told
+
+
+def test_a_delivery_set_aside_is_told_in_the_language_of_the_settings() -> None:
+    """The quarantine notice was English under zh."""
+    said: list[str] = []
+    chat = SimpleNamespace(post_notice=lambda text, monospace=False: said.append(text))
+    quarantine_notice(cast(Any, chat), Lang.ZH)(7, "alerts: not a list")
+    quarantine_notice(cast(Any, chat), Lang.EN)(7, "alerts: not a list")
+    assert said == [
+        "webhook 投递 7 无法拆分成告警，已搁置（保存在存储中，未诊断；之后的投递照常处理）："
+        "alerts: not a list",
+        "webhook delivery 7 could not be split into alerts and was set aside (kept in the store, "
+        "not diagnosed; the deliveries after it go on): alerts: not a list",
+    ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 from string import Formatter
 from typing import get_args
 
@@ -48,3 +50,206 @@ def test_every_stage_state_and_timeline_kind_has_a_name_in_both_languages() -> N
 def test_say_fills_the_sentence_in_the_language_asked() -> None:
     assert say(Lang.EN, "exec.gate.passed", node="gpu-a2") == "health gate passed for gpu-a2"
     assert say(Lang.ZH, "exec.gate.passed", node="gpu-a2") == "gpu-a2 的健康门禁通过"
+
+
+# ---- English that bypasses the catalogue ------------------------------------------------------
+
+SPEAKING = [
+    "bot/chat",
+    "bot/pipeline",
+    "bot/remediate",
+    "bot/incidents",
+    "bot/roots/serve.py",
+    "bot/roots/demo.py",
+]
+"""The modules that put words before a person in the language of the settings or `--lang`
+(chat, timeline, answers to votes, the demo). The CLI's own help and the developer commands
+(rules, sim, drill) take no language."""
+
+NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
+    "bot/chat/console.py": ("a rich style", {"bold red"}),
+    "bot/chat/queued.py": ("the outbox's bookkeeping", {"{} is not a console message"}),
+    "bot/chat/slack/_delivering.py": (
+        "the outbox's bookkeeping",
+        {"ratelimited: retry after {} s", "{} was never delivered", "waiting for {}"},
+    ),
+    "bot/chat/slack/_buttons.py": (
+        "why a click is not ours: logged, never shown",
+        {
+            "expected one action",
+            "unknown action {}",
+            "unknown value for {}",
+            "no such {} button on the message",
+            "no user",
+        },
+    ),
+    "bot/chat/slack/_receiving.py": (
+        "answers to Slack's servers and their log lines",
+        {
+            "request too large",
+            "request body too slow",
+            "client disconnected",
+            "a timestamp that is not Unix seconds",
+            "a bad signature or a stale timestamp {}",
+            "malformed body",
+            "invalid request",
+            "replayed request",
+            "store unavailable",
+        },
+    ),
+    "bot/pipeline/passes.py": ("a log line's", {" (and {} more subject(s))"}),
+    "bot/pipeline/worker.py": ("a log line's", {"goes on"}),
+    "bot/roots/serve.py": ("a probe's name in the log", {"kubernetes api"}),
+    "bot/roots/demo.py": (
+        "new GPU errors as Prometheus shows them (docs/architecture.md, known gaps); where a "
+        "payload came from, for its errors",
+        {"GPU {}: Xid {}", "GPU {}: {} ECC double-bit errors", "simulated Alertmanager"},
+    ),
+    "bot/remediate/decisions.py": (
+        "a command line; the stored reason of a denial without one",
+        {"kubectl drain {}{}", "no reason given"},
+    ),
+    "bot/remediate/executor.py": ("a node annotation", {"{} approved in gpubot"}),
+    "bot/remediate/draining.py": (
+        "kubectl drain's own words, kept as kubectl says them (docs/architecture.md, known gaps)",
+        {
+            "pod {}/{}: DaemonSet {} not found",
+            "orphaned DaemonSet pod",
+            "cannot delete DaemonSet-managed Pods: {}/{}",
+            "mirror pod",
+            "already terminating",
+            "cannot delete Pods with local storage: {}/{}",
+            "cannot delete Pods that declare no controller: {}/{}",
+            "not evicted: this gpubot no longer owns the drain (another one took it over)",
+            "Terminating, held by finalizers {}",
+            "still Terminating (grace period {}s)",
+            "still Terminating",
+            "timed out",
+        },
+    ),
+    "bot/remediate/smoke_test.py": (
+        "the smoke test's result, shown as it comes (docs/architecture.md, known gaps)",
+        {
+            r"^GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)\s*$",
+            "no GPU count to test against",
+            "smoke-test pod not created: {}",
+            "the smoke-test pod was deleted",
+            "; last read failed: {}",
+            "the smoke-test pod did not finish within {}s: {}{}",
+            "container {} waiting: {}",
+            "log not read: {}",
+            "nvidia-smi -L listed all {} GPUs ({})",
+            "nvidia-smi -L listed {} of {} GPUs, missing GPU {}",
+            "nvidia-smi -L listed all {} GPUs",
+            "exit code {}",
+            "the smoke-test pod {}",
+            "not started by the kubelet on {}",
+        },
+    ),
+    "bot/incidents/digest.py": ("a code matched in stored text", {"superseded by incident"}),
+    "bot/incidents/lifecycle.py": (
+        "an exception's text; the withdrawal the store keeps (docs/architecture.md, known gaps)",
+        {
+            "incident {}: cannot go from {} to {} (from {} it may go to: {})",
+            "incident {} was resolved at {}",
+        },
+    ),
+}
+"""English literals in SPEAKING that are not said to a person in the chosen language, and why."""
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def _says_zh(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id in ("zh", "ZH"))
+        or (isinstance(n, ast.Attribute) and n.attr == "ZH")
+        for n in ast.walk(node)
+    )
+
+
+def _prose(text: str) -> list[str]:
+    """The English words of a literal: blanks, code, flags and identifiers left out."""
+    text = re.sub(r"`[^`]*`|--[\w-]+|\{[^}]*\}|\b\w+[-_./]\w[\w./-]*", " ", text)
+    return re.findall(r"\b[A-Za-z]{2,}\b", text)
+
+
+def english_literals(source: str) -> set[str]:
+    """String literals of `source` with English words in them, blanks as `{}`, except
+    docstrings, log calls, exceptions raised, dicts keyed by language, and the branches a
+    test for Chinese chose between (`if zh: … else …`, `if lang is Lang.ZH: return …`)."""
+    tree = ast.parse(source)
+    skip: set[int] = set()
+
+    def drop(node: ast.AST) -> None:
+        skip.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            drop(node)  # docstrings
+        elif isinstance(node, ast.Raise):
+            drop(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("debug", "info", "warning", "error", "exception", "critical"):
+                drop(node)
+        elif isinstance(node, ast.Dict) and any(k is not None and _says_zh(k) for k in node.keys):
+            drop(node)  # a language's texts
+        elif isinstance(node, (ast.IfExp, ast.If)) and _says_zh(node.test):
+            drop(node)  # both languages, chosen here
+        for block in (getattr(node, "body", None), getattr(node, "orelse", None)):
+            if not isinstance(block, list):
+                continue
+            for i, statement in enumerate(block):
+                if (
+                    isinstance(statement, ast.If)
+                    and _says_zh(statement.test)
+                    and isinstance(statement.body[-1], ast.Return)
+                ):
+                    for rest in block[i + 1 :]:  # the English of an early Chinese return
+                        drop(rest)
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            skip.update(id(v) for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+        else:
+            continue
+        if " " in text.strip() and len(_prose(text)) >= 2:
+            found.add(text)
+    return found
+
+
+def test_the_finder_sees_english_and_lets_the_catalogue_and_chinese_branches_be() -> None:
+    found = english_literals(
+        "def f(lang, node):\n"
+        "    '''Docstrings are for developers.'''\n"
+        "    log.info('a log line for operators')\n"
+        "    if lang is Lang.ZH:\n"
+        "        return f'{node} 已经退出服务'\n"
+        "    return f'{node} is already out of service'\n"
+        "def g(lang, node):\n"
+        "    chat.post_notice(say(lang, 'budget.already_out', node=node))\n"
+        "    chat.post_notice(f'{node} went away')\n"
+    )
+    assert found == {"{} went away"}
+
+
+def _speaking() -> list[str]:
+    files = []
+    for root in map(_REPO.joinpath, SPEAKING):
+        files += sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    return [str(f.relative_to(_REPO)) for f in files]
+
+
+@pytest.mark.parametrize("path", _speaking())
+def test_what_speaks_to_people_says_it_through_the_catalogue(path: str) -> None:
+    """A sentence written in English where a person reads it in the chosen language is an
+    untranslated sentence: it belongs in `bot.texts`, or in NOT_FOR_PEOPLE with why."""
+    found = english_literals((_REPO / path).read_text())
+    _why, allowed = NOT_FOR_PEOPLE.get(path, ("", set()))
+    assert found - allowed == set(), f"{path}: English outside bot.texts"
+    assert allowed - found == set(), f"{path}: NOT_FOR_PEOPLE names text that is gone"

@@ -191,7 +191,7 @@ def _approvals_so_far(voters: list[str], needed: int, lang: Lang = Lang.EN) -> s
 
 
 def _deny(h: Handling, click: Click, respond: Respond) -> None:
-    outcome = h.engine.deny(click.value, click.user, "denied in Slack")
+    outcome = h.engine.deny(click.value, click.user, say(h.lang, "slack.denied_reason"))
     if outcome.status != "denied":
         ephemeral(respond, for_slack(outcome.message))
         return

@@ -18,8 +18,9 @@ from bot.chat.blocks import code, escape
 from bot.chat.slack._handling import INCIDENT_ID, Handling, ephemeral, timeline_blocks
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError
+from bot.evidence.gate import failing_facts_text
 from bot.model import Action, IncidentState
-from bot.texts import say
+from bot.texts import say, state_name
 
 OPEN_STATES = tuple(s for s in IncidentState if s is not IncidentState.RESOLVED)
 
@@ -53,9 +54,12 @@ def _status(h: Handling, node: str | None) -> str:
         states: dict[str, int] = {}
         for incident in open_:
             states[incident.state.value] = states.get(incident.state.value, 0) + 1
-        counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        counts = say(h.lang, "slack.list_separator").join(
+            f"{n} {state_name(state, h.lang)}" for state, n in sorted(states.items())
+        )
         return say(h.lang, "slack.open_count", n=len(open_), counts=counts)
-    facts = h.engine.executor.read_facts(node).nodes.get(node)
+    cluster = h.engine.executor.read_facts(node)
+    facts = cluster.nodes.get(node)
     if facts is None or not facts.known:
         return say(h.lang, "slack.no_node", node=code(node))
     gpus = (
@@ -75,8 +79,9 @@ def _status(h: Handling, node: str | None) -> str:
             pods=facts.remaining_pods,
         )
     ]
-    if facts.gate_failures:
-        lines.append(say(h.lang, "slack.gate", failing=escape("; ".join(facts.gate_failures))))
+    failing = failing_facts_text(facts, cluster.pools.get(facts.pool or ""), h.lang)
+    if failing:
+        lines.append(say(h.lang, "slack.gate", failing=escape(failing)))
     for incident in store.incidents(node=node, states=OPEN_STATES):
         lines.append(
             say(
@@ -84,7 +89,7 @@ def _status(h: Handling, node: str | None) -> str:
                 "slack.node_incident",
                 id=incident.id,
                 rule=code(incident.rule),
-                state=incident.state.value,
+                state=state_name(incident.state, h.lang),
                 title=escape(incident.title),
             )
         )
@@ -104,7 +109,7 @@ def _incidents(h: Handling) -> str:
             if i.node or i.pool
             else say(h.lang, "slack.cluster"),
             rule=code(i.rule),
-            state=i.state.value,
+            state=state_name(i.state, h.lang),
             since=hhmm(i.opened_at),
         )
         for i in open_[-30:]

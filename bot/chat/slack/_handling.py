@@ -31,7 +31,7 @@ from bot.config import SlackSettings
 from bot.errors import GpubotError
 from bot.model import Incident, Lang
 from bot.ports import Store
-from bot.texts import say
+from bot.texts import kind_name, say, state_name
 
 log = logging.getLogger("gpubot.slack")
 
@@ -85,11 +85,12 @@ def timeline_blocks(store: Store, incident_id: str, lang: Lang = Lang.EN) -> lis
         id=escape(incident.id),
         node=escape(incident.node or "-"),
         rule=code(incident.rule),
-        state=incident.state.value,
+        state=state_name(incident.state, lang),
     )
     lines = [
         fit(
-            f"`{e.at.astimezone(UTC):%m-%d %H:%M:%S}` *{e.kind}* {escape(e.actor)}: "
+            f"`{e.at.astimezone(UTC):%m-%d %H:%M:%S}` *{kind_name(e.kind, lang)}* "
+            f"{escape(e.actor)}: "
             f"{escape(e.text)}",
             500,
             escaped=True,

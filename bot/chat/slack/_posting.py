@@ -50,6 +50,7 @@ from bot.chat.slack._texts import THREAD_TEXT_MAX, for_slack
 from bot.clock import Clock, utcnow
 from bot.model import ActionRequest, Diagnosis, Incident, Lang, OutboxItem
 from bot.ports import Outbox
+from bot.texts import say
 
 log = logging.getLogger("gpubot.slack")
 
@@ -208,9 +209,10 @@ class SlackChat:
         """A message with one request's buttons (a slash command's, or a request asked again
         after the node changed): in the channel, or in the incident's thread."""
         what = f"{request.action.value}{' --force' if request.force else ''} {request.node}"
-        intro = f"🛠 {mention(request.requested_by)} asks to *{escape(what)}*"
+        intro = say(self.lang, "slack.asks", who=mention(request.requested_by), what=escape(what))
         if incident is not None:
-            intro += f" (incident {escape(incident.id)}: {escape(incident.title)})"
+            title = escape(incident.title)
+            intro += say(self.lang, "slack.asks_incident", id=escape(incident.id), title=title)
         blocks: list[Block] = [
             SectionBlock(
                 block_id="gpubot.proposal", text=fit(intro, SECTION_TEXT_MAX, escaped=True)
@@ -221,7 +223,7 @@ class SlackChat:
             blocks.append(incident_block(incident.id, self.lang))
         payload = {
             "channel": self.channel,
-            "text": f"{what}: needs an approver",
+            "text": say(self.lang, "slack.needs_approver", what=what),
             "blocks": _blocks_json(blocks),
         }
         key = proposal_key(request.id)
