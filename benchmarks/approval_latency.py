@@ -197,10 +197,10 @@ class TimedExecutor(Executor):
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
 
-    def read_to_take_out(self, node: str) -> tuple[Snapshot, ClusterFacts]:
+    def read_to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
         started, api = time.perf_counter(), self.cluster.spent["api"]
         try:
-            return super().read_to_take_out(node)
+            return super().read_to_take_out(node, action)
         finally:
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
