@@ -367,7 +367,9 @@ class Executor:
         if not execute:
             runs = self._say("exec.leader_runs_it", message=outcome.message)
             return Outcome(request_id, "recorded", runs)
-        return self.execute(request_id)
+        if outcome.request is None:
+            return self.execute(request_id)
+        return self._execute(outcome.request, voted_here=True)
 
     def execute_approved(self) -> list[Outcome]:
         """Requests approved (on any replica) and not yet executed: the leader's pickup."""
@@ -380,10 +382,19 @@ class Executor:
     # ---- acting ---------------------------------------------------------------------------
 
     def execute(self, request_id: str) -> Outcome:
+        """An approved request run, whoever asks: whether it is still valid, unexpired and
+        approved as the policy wants is judged here again from the store."""
         request = self.store.request(request_id)
         stale = self.decisions.no_longer_valid(request)
         if stale is not None:
             return stale
+        return self._execute(request, voted_here=False)
+
+    def _execute(self, request: ActionRequest, *, voted_here: bool) -> Outcome:
+        """`voted_here`: the deciding vote was recorded a moment ago by `Decisions.approve`,
+        which found the request valid and moved its incident to approved; the claim still
+        refuses it if its incident was resolved since."""
+        request_id = request.id
         now = self.clock()
         if now >= request.expires_at:
             return Outcome(request_id, "expired", f"the request expired at {request.expires_at}")
@@ -405,14 +416,16 @@ class Executor:
                 return Outcome(
                     request_id, "duplicate", self._say("exec.already_executed", state=state)
                 )
-            # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may
-            # have left the incident awaiting approval: the record must say it was approved.
-            self._move(
-                request.incident,
-                IncidentState.APPROVED,
-                GPUBOT,
-                f"approved by {', '.join(enough)}",
-            )
+            if not voted_here:
+                # Approvals recorded elsewhere (an older CLI, a replica that died mid-click)
+                # may have left the incident awaiting approval: the record must say it was
+                # approved.
+                self._move(
+                    request.incident,
+                    IncidentState.APPROVED,
+                    GPUBOT,
+                    f"approved by {', '.join(enough)}",
+                )
             return self._run(request, enough)
 
     def _recorded_approval(self, request: ActionRequest) -> list[str] | None:
