@@ -396,6 +396,25 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     assert taken is not None and taken.executor == rig.executor.executor_id
 
 
+def test_a_cordon_cut_short_right_after_its_patch_ends_with_its_incident_succeeded(
+    rig: Rig,
+) -> None:
+    """The record of the start is written after the node is taken out: a process that died
+    in between left the node cordoned, the execution `acting` and the incident approved.
+    The leader's resume finishes it, and the incident says it succeeded."""
+    request = rig.request(Action.CORDON)
+    rig.executor.approve(request, "alice", execute=False)
+    assert rig.store.incident(rig.incident).state is IncidentState.APPROVED
+    assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    rig.store.mark_acting(request, "dead-replica")
+    take_out(rig.cluster, "gpu-a3", rig.node("gpu-a3"), None, {})
+    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.executor.resume()
+    assert outcome.status == "acted", outcome.message
+    assert rig.cordoned("gpu-a3")
+    assert rig.store.incident(rig.incident).state is IncidentState.SUCCEEDED
+
+
 def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> None:
     """Claimed, then the process died before the facts, budget and gate were checked: the
     new leader must not act on the old claim. It checks again, and here the budget is gone
