@@ -11,9 +11,10 @@ taint and annotations removed) between turns, outside the timing. gpubot's time 
 the clock starts — to its return, and the node is then checked cordoned in the simulator's
 store. That includes recording the vote, the policy decision, claiming the execution in the
 store, re-reading the node's facts, the blast-radius check, the cordon, the maintenance taint
-and the annotations, and the timeline entries. kubectl's time is `kubectl cordon gpu-a1` as a
-subprocess, process start included, as a person at a terminal experiences it: kubectl cannot
-be kept warm between commands.
+and the annotations, and the timeline entries, some of which gpubot writes after the node is
+cordoned: when its PATCH was answered is reported beside. kubectl's time is `kubectl cordon
+gpu-a1` as a subprocess, process start included, as a person at a terminal experiences it:
+kubectl cannot be kept warm between commands.
 
 Drain: each round builds two fresh copies of the same cluster (gpu-a1: 110 pods, 7 GPU
 Operator DaemonSet pods, 20 pods 1-3 s slow to stop after SIGTERM). gpubot's time runs from
@@ -21,8 +22,9 @@ the second approval of a two-person drain request to the executor's return (cord
 annotations, then the drain, every pod gone); kubectl's is the line the request stands for
 (`command_for`, the same flags) as a subprocess. Both must evict the same pods.
 
-Prints one Markdown table (p50 and p99 of each, ratio ours / kubectl's), where gpubot's
-cordon spends its time, the API requests each side sends for one cordon, and the machine.
+Prints one Markdown table (p50 and p99 of each, ratio ours / kubectl's), the spread of the
+cordons' ratios round by round, where gpubot's cordon spends its time, the API requests each
+side sends for one cordon, and the machine.
 Takes about 2 minutes with the defaults. The simulator's connections get TCP_NODELAY, as
 kube-apiserver's have (see `CountingServer`); `--as-is` leaves them as the simulator makes them.
 """
@@ -155,12 +157,13 @@ class CountingServer:
 
 
 class TimedCluster(KubeCluster):
-    """The real-client adapter, adding up the time spent in its calls (`spent["api"]`)."""
+    """The real-client adapter, adding up the time spent in its calls (`spent["api"]`), and
+    noting when its last node patch was answered (`spent["patched"]`, a perf_counter)."""
 
     spent: dict[str, float]
 
     def reset(self) -> None:
-        self.spent = {"api": 0.0, "facts": 0.0, "facts_api": 0.0}
+        self.spent = {"api": 0.0, "facts": 0.0, "facts_api": 0.0, "patched": math.nan}
 
     def _timed(self, call: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -180,7 +183,9 @@ class TimedCluster(KubeCluster):
         return self._timed(lambda: super(TimedCluster, self).get(kind, namespace, name))
 
     def patch_node(self, name: str, patch: Mapping[str, Any]) -> Obj:
-        return self._timed(lambda: super(TimedCluster, self).patch_node(name, patch))
+        patched = self._timed(lambda: super(TimedCluster, self).patch_node(name, patch))
+        self.spent["patched"] = time.perf_counter()
+        return patched
 
 
 class TimedExecutor(Executor):
@@ -197,10 +202,10 @@ class TimedExecutor(Executor):
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
 
-    def read_to_take_out(self, node: str) -> tuple[Snapshot, ClusterFacts]:
+    def read_to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
         started, api = time.perf_counter(), self.cluster.spent["api"]
         try:
-            return super().read_to_take_out(node)
+            return super().read_to_take_out(node, action)
         finally:
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
@@ -250,6 +255,7 @@ class Ours:
         started = time.perf_counter()
         outcome = self.executor.approve(request, approver)
         elapsed = time.perf_counter() - started
+        self.cluster.spent["cordoned"] = self.cluster.spent.get("patched", math.nan) - started
         if outcome.status != "acted":
             raise SystemExit(
                 f"gpubot did not act on {request}: {outcome.status}: {outcome.message}"
@@ -444,6 +450,19 @@ def main() -> None:
     print(row(f"node cordoned (`kubectl cordon {NODE}`)", cordons.ours, cordons.theirs))
     print(row(f"drain complete (`{line}`)", ours_drains, theirs_drains))
     print()
+    paired = sorted(o / t for o, t in zip(cordons.ours, cordons.theirs, strict=True))
+    print(
+        f"cordon ratio round by round (gpubot / kubectl, {len(paired)} rounds): median "
+        f"{statistics.median(paired):.2f}, p10-p90 {percentile(paired, 0.1):.2f}-"
+        f"{percentile(paired, 0.9):.2f}, min-max {paired[0]:.2f}-{paired[-1]:.2f}"
+    )
+    cordoned = [p["cordoned"] for p in cordons.phases]
+    print(
+        "gpubot: node cordoned (its PATCH answered) after the approval: "
+        f"p50 {fmt(statistics.median(cordoned))}, p99 {fmt(percentile(cordoned, 0.99))}; "
+        "the rest of its time is the record written after (incident state, timeline, the "
+        "execution finished)"
+    )
 
     def median(step: Callable[[dict[str, float]], float]) -> str:
         return fmt(statistics.median(step(p) for p in cordons.phases))
@@ -453,7 +472,7 @@ def main() -> None:
         f"{median(lambda p: p['facts'])} ({median(lambda p: p['facts_api'])} in its lists, "
         f"{median(lambda p: p['facts'] - p['facts_api'])} computing the facts); "
         f"cordon, taint and annotations {median(lambda p: p['api'] - p['facts_api'])} "
-        "(one PATCH); the rest (store, policy, blast radius, timeline) "
+        "(one PATCH); the rest (store: vote, claim, timeline; policy, blast radius) "
         + fmt(
             statistics.median(
                 total - p["facts"] - (p["api"] - p["facts_api"])

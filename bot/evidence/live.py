@@ -47,12 +47,17 @@ def read_scoped(cluster: Cluster, nodes: Collection[str]) -> Snapshot:
     )
 
 
-def read_to_take_out(cluster: Cluster, node: str) -> Snapshot:
-    """What the last check before a cordon or drain needs, in two lists: every node (the
-    node itself, and its pool for the blast radius) and the node's pods (those a drain would
-    evict). Events, pending pods, PDBs and DaemonSets change no fact that check compares,
-    and a cordon has to come close to kubectl's one read."""
+def read_to_take_out(cluster: Cluster, node: str, *, pods: bool) -> Snapshot:
+    """What the last check before a cordon (`pods` False) or drain needs: every node (the
+    node itself, and its pool for the blast radius), and for a drain the node's pods (those
+    it would evict). A cordon moves no pod, so its one read is the node list: with its
+    patch, as many requests as `kubectl cordon`. Events, pending pods, PDBs and DaemonSets
+    change nothing that check compares.
+
+    Every node, not a label selector on the node's pool: a pool is the first of several
+    labels a node carries (`Settings.pool_labels`), so one selector could miss members named
+    by another, and the blast radius would count too few out of service."""
     return Snapshot(
         nodes=list(cluster.list("Node")),
-        pods=list(cluster.list("Pod", field_selector=f"spec.nodeName={node}")),
+        pods=list(cluster.list("Pod", field_selector=f"spec.nodeName={node}")) if pods else [],
     )

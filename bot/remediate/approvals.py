@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
@@ -165,6 +165,15 @@ def facts_seen(node: NodeFacts) -> dict[str, object]:
         "mig": node.mig_state,
         "pods": sorted(f"{p.namespace}/{p.name}" for p in node.pods if p.must_leave),
     }
+
+
+def what_matters(action: Action, seen: Mapping[str, object]) -> dict[str, object]:
+    """Of `facts_seen`, what must not have changed for `action` to run as approved: all of
+    it, but for a cordon the pods on the node, since a cordon moves none (a drain's own
+    request compares them)."""
+    if action is Action.CORDON:
+        return {k: v for k, v in seen.items() if k != "pods"}
+    return dict(seen)
 
 
 def facts_fingerprint(node: NodeFacts) -> str:

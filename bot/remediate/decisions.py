@@ -22,10 +22,10 @@ from typing import Literal
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import TRANSITIONS, IllegalTransition, withdrawal
+from bot.incidents.lifecycle import IllegalTransition, withdrawal
 from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
 from bot.names import GPUBOT
-from bot.ports import Store
+from bot.ports import Execution, Store
 from bot.remediate.approvals import decide, deny_refusal
 from bot.texts import say
 
@@ -55,6 +55,9 @@ class Outcome:
     approvals_needed: int | None = None
     """With `need-another`: how many different people the policy asks to approve the
     request (`bot.remediate.approvals.approvals_needed`), for whoever shows the count."""
+    request: ActionRequest | None = None
+    """With `recorded`: the request as the vote found it, valid and not decided, so the
+    executor need not read it again."""
 
 
 Notify = Callable[[TimelineEntry], None]
@@ -116,14 +119,15 @@ class Decisions:
         if incident is None:
             return
         for _attempt in range(3):
-            current = self.store.incident(incident).state
-            if current is target or target not in TRANSITIONS[current]:
-                return
+            # The store judges the move where it is now, in the move's own transaction: one
+            # round trip, not a read and then the move.
             try:
                 self.store.transition(incident, target, actor, self.clock(), text)
                 return
-            except (StateChanged, IllegalTransition):
-                continue  # a concurrent click moved it first: look again
+            except IllegalTransition:
+                return  # there already, or past it
+            except StateChanged:
+                continue  # a concurrent click moved it first: try again from there
 
     # ---- decisions ------------------------------------------------------------------------
 
@@ -136,10 +140,10 @@ class Decisions:
             return Outcome(
                 request_id, "not-allowed", say(self.settings.lang, "decide.no_such_request")
             )
-        stale = self.no_longer_valid(request)
+        decided = self.store.execution(request_id)
+        stale = self._no_longer_valid(request, decided)
         if stale is not None:
             return stale
-        decided = self.store.execution(request_id)
         if decided is not None and decided.outcome == "denied":
             denied = say(
                 self.settings.lang,
@@ -202,7 +206,7 @@ class Decisions:
             who=", ".join(decision.approvers),
         )
         self.move(request.incident, IncidentState.APPROVED, approver, approved)
-        return Outcome(request_id, "recorded", decision.reason)
+        return Outcome(request_id, "recorded", decision.reason, request=request)
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
         try:
@@ -251,7 +255,10 @@ class Decisions:
     def no_longer_valid(self, request: ActionRequest) -> Outcome | None:
         """A request acts only while its incident is the open problem: withdrawn (its
         incident resolved or superseded) is the answer to every vote, and nothing changes."""
-        decided = self.store.execution(request.id)
+        return self._no_longer_valid(request, self.store.execution(request.id))
+
+    def _no_longer_valid(self, request: ActionRequest, decided: Execution | None) -> Outcome | None:
+        """`no_longer_valid`, given the request's execution row as just read."""
         if decided is not None and decided.outcome == "withdrawn":
             why = decided.detail
         elif request.incident is not None and decided is None:

@@ -32,7 +32,8 @@ from bot.evidence.collecting import collect_facts
 from bot.evidence.gate import ExternalEvidence, GateResult, failing_text, health_gate
 from bot.evidence.live import read_snapshot, read_to_take_out
 from bot.evidence.snapshots import Snapshot
-from bot.kube.objects import name_of
+from bot.evidence.taking_out import take_out_facts
+from bot.kube.objects import Obj, name_of
 from bot.model import (
     Action,
     ActionRequest,
@@ -46,7 +47,7 @@ from bot.model import (
 )
 from bot.names import GPUBOT, MAINTENANCE_TAINT, PREFIX
 from bot.ports import Cluster, Execution, ExecutionOutcome, Store
-from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request
+from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request, what_matters
 from bot.remediate.blast_radius import check_budget
 from bot.remediate.checkpoints import checkpoint_risk
 from bot.remediate.decisions import (
@@ -90,6 +91,15 @@ class _Acted:
     """False: a drain refused or incomplete (a failure, not a success)."""
     drained: str = ""
     """For a completed drain, the detail of its line ("evicted 2 pods in 0.3 s")."""
+
+
+@dataclass(frozen=True)
+class _Cleared:
+    """An approved action past every check, with what the check read."""
+
+    current: Obj
+    """The node object as read, the patch computed from it ({} when not a cordon or drain)."""
+    facts: NodeFacts
 
 
 def _failing(result: GateResult) -> list[str]:
@@ -198,11 +208,12 @@ class Executor:
         health gate shut here as it does in the rules)."""
         return self._facts(read_snapshot(self.cluster, node), node)
 
-    def read_to_take_out(self, node: str) -> tuple[Snapshot, ClusterFacts]:
-        """`read_facts` for the check before a cordon or drain: the node's own facts and its
-        pool's, from two lists (`bot.evidence.live.read_to_take_out`)."""
-        snapshot = read_to_take_out(self.cluster, node)
-        return snapshot, self._facts(snapshot, node)
+    def read_to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
+        """For the check before a cordon or drain: the node's own facts and its pool's
+        cordons and readiness (`bot.evidence.taking_out`), from the node list, and for a
+        drain the node's pods (`bot.evidence.live.read_to_take_out`)."""
+        snapshot = read_to_take_out(self.cluster, node, pods=action is Action.DRAIN)
+        return snapshot, take_out_facts(snapshot, node, self.settings, self.clock())
 
     def _facts(self, snapshot: Snapshot, node: str) -> ClusterFacts:
         firing = self.store.firing_alerts(node)
@@ -357,7 +368,9 @@ class Executor:
         if not execute:
             runs = self._say("exec.leader_runs_it", message=outcome.message)
             return Outcome(request_id, "recorded", runs)
-        return self.execute(request_id)
+        if outcome.request is None:
+            return self.execute(request_id)
+        return self._execute(outcome.request, voted_here=True)
 
     def execute_approved(self) -> list[Outcome]:
         """Requests approved (on any replica) and not yet executed: the leader's pickup."""
@@ -370,10 +383,19 @@ class Executor:
     # ---- acting ---------------------------------------------------------------------------
 
     def execute(self, request_id: str) -> Outcome:
+        """An approved request run, whoever asks: whether it is still valid, unexpired and
+        approved as the policy wants is judged here again from the store."""
         request = self.store.request(request_id)
         stale = self.decisions.no_longer_valid(request)
         if stale is not None:
             return stale
+        return self._execute(request, voted_here=False)
+
+    def _execute(self, request: ActionRequest, *, voted_here: bool) -> Outcome:
+        """`voted_here`: the deciding vote was recorded a moment ago by `Decisions.approve`,
+        which found the request valid and moved its incident to approved; the claim still
+        refuses it if its incident was resolved since."""
+        request_id = request.id
         now = self.clock()
         if now >= request.expires_at:
             return Outcome(
@@ -397,14 +419,16 @@ class Executor:
                 return Outcome(
                     request_id, "duplicate", self._say("exec.already_executed", state=state)
                 )
-            # Approvals recorded elsewhere (an older CLI, a replica that died mid-click) may
-            # have left the incident awaiting approval: the record must say it was approved.
-            self._move(
-                request.incident,
-                IncidentState.APPROVED,
-                GPUBOT,
-                self._say("exec.state.approved", who=", ".join(enough)),
-            )
+            if not voted_here:
+                # Approvals recorded elsewhere (an older CLI, a replica that died mid-click)
+                # may have left the incident awaiting approval: the record must say it was
+                # approved.
+                self._move(
+                    request.incident,
+                    IncidentState.APPROVED,
+                    GPUBOT,
+                    self._say("exec.state.approved", who=", ".join(enough)),
+                )
             return self._run(request, enough)
 
     def _recorded_approval(self, request: ActionRequest) -> list[str] | None:
@@ -424,16 +448,14 @@ class Executor:
         self._note(request.incident, kind, message, request=request.id, outcome=outcome)
         return Outcome(request.id, status, message)
 
-    def _check(
-        self, request: ActionRequest, approvers: list[str], read: Snapshot | None = None
-    ) -> Outcome | None:
-        """Everything that may still refuse an approved action, then its start in the
-        record; None when it may go ahead. `read` receives the objects read for it."""
+    def _check(self, request: ActionRequest) -> Outcome | _Cleared:
+        """Everything that may still refuse an approved action; `_Cleared` when it may go
+        ahead, with what was read for it."""
+        current: Obj = {}
         try:
             if request.action in (Action.CORDON, Action.DRAIN):
-                snapshot, facts = self.read_to_take_out(request.node)
-                if read is not None:
-                    read.nodes = snapshot.nodes
+                snapshot, facts = self.read_to_take_out(request.node, request.action)
+                current = next((n for n in snapshot.nodes if name_of(n) == request.node), {})
             else:
                 facts = self.read_facts(request.node)
         except GpubotError as exc:
@@ -443,8 +465,8 @@ class Executor:
             gone = self._say("exec.gone", node=request.node)
             return self._finish(request, "refused", "refused", gone)
 
-        seen = facts_seen(node)
-        expected = dict(request.facts_seen)
+        seen = what_matters(request.action, facts_seen(node))
+        expected = what_matters(request.action, request.facts_seen)
         if request.action is Action.DRAIN and node.unschedulable:
             # A drain cordons first: a cordon since the approval (ours or a person's) is
             # what the drain would do anyway, not a material change.
@@ -469,16 +491,22 @@ class Executor:
         if self.settings.remediation.dry_run:
             would = self._say("exec.dry_run", command=command_for(request))
             return self._finish(request, "dry-run", "dry-run", would)
+        return _Cleared(current, node)
 
+    def _started(self, request: ActionRequest, approvers: list[str], node: NodeFacts) -> None:
+        """The action's start in the record. For a cordon or drain it is written once the
+        node is taken out, not before: the patch waits for no bookkeeping, and a crash in
+        between resumes the execution (`acting`), which moves the incident on itself."""
         self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         self._note(
             request.incident,
             "action-start",
             self._say("exec.running", command=command_for(request), who=", ".join(approvers)),
             request=request.id,
-            pods=node.remaining_pods,
+            # The pods a drain has to move, for a drain taken over to tell the whole of it;
+            # a cordon reads none.
+            pods=None if request.action is Action.CORDON else node.remaining_pods,
         )
-        return None
 
     def _wait_for(self, request: ActionRequest, reason: str, why: str) -> Outcome:
         """Refused for a reason that can clear (the pool's budget, the health gate): this
@@ -602,23 +630,26 @@ class Executor:
         # read a pool with room for one node and both cordon. From the read to the cordon is
         # one step.
         with self._taking_out if taking_out else nullcontext():
-            read = Snapshot()
-            refused = self._check(request, approvers, read)
-            if refused is not None:
-                return refused
+            cleared = self._check(request)
+            if isinstance(cleared, Outcome):
+                return cleared
             # Past every check: only from here may a crash be resumed without checking again.
             self.store.mark_acting(request.id, self.executor_id)
             cordoned = None
             if taking_out:
-                # Cordon, taint and annotations in one patch on the node just read (13 API
-                # requests for a cordon had become 3; kubectl sends 2).
-                current = next((n for n in read.nodes if name_of(n) == request.node), {})
+                # Cordon, taint and annotations in one patch on the node just read: with the
+                # node list, two requests, as `kubectl cordon` sends.
                 try:
                     cordoned = take_out(
-                        self.cluster, request.node, current, *self._marks(request, approvers)
+                        self.cluster,
+                        request.node,
+                        cleared.current,
+                        *self._marks(request, approvers),
                     ).changed
                 except GpubotError as exc:
+                    self._started(request, approvers, cleared.facts)
                     return self._fail(request, self._failed(request, exc))
+        self._started(request, approvers, cleared.facts)
         try:
             acted = self._act(request, approvers, cordoned)
         except GpubotError as exc:
@@ -914,6 +945,9 @@ class Executor:
 
     def _resume_one(self, request: ActionRequest) -> Outcome:
         approvers = self._approvers(request.id)
+        # Its owner may have died between taking the node out and writing the start (a
+        # no-op when it is executing already).
+        self._move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
         try:
             acted = self._act(request, approvers)
             message = acted.text

@@ -148,6 +148,59 @@ def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) 
     assert rig.store.incident(rig.incident).state is IncidentState.AWAITING_APPROVAL
 
 
+def test_a_cordon_sends_no_more_api_requests_than_kubectl_cordon(rig: Rig) -> None:
+    """`kubectl cordon` reads the node and patches it: two requests. gpubot's cordon, from
+    the deciding approval to the node cordoned, must not cost the API server more, re-check
+    and blast radius included."""
+    request = rig.request(Action.CORDON)
+    before = len(rig.server.audit())
+    assert rig.executor.approve(request, "alice").status == "acted"
+    sent = [str(e) for e in rig.server.audit()[before:]]
+    assert rig.cordoned("gpu-a3")
+    assert len(sent) <= 2, sent
+    assert sum(" patch nodes gpu-a3 " in f"{s} " for s in sent) == 1, sent
+
+
+def test_a_pod_landing_on_the_node_does_not_make_a_cordon_ask_again(rig: Rig) -> None:
+    """A cordon moves no pod: a pod scheduled between the approval and the cordon changes
+    nothing the cordon does (a drain's own request compares its pods)."""
+    request = rig.request(Action.CORDON)
+    pod = rig.server.store.get(BY_KIND["Pod"], "ml", "train-llm-1-worker-0")
+    late = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "late-arrival",
+            "namespace": "ml",
+            "ownerReferences": pod["metadata"]["ownerReferences"],
+        },
+        "spec": {**pod["spec"], "nodeName": "gpu-a3"},
+        "status": pod["status"],
+    }
+    rig.server.store.create(BY_KIND["Pod"], "ml", late)
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "acted", outcome.message
+    assert rig.cordoned("gpu-a3")
+    assert rig.store.incident(rig.incident).state is IncidentState.SUCCEEDED
+
+
+def test_a_cordon_is_refused_while_another_node_of_the_pool_is_not_ready(rig: Rig) -> None:
+    """Not Ready is out of service as much as cordoned is: the pool's budget (one node of
+    four) is spent, and the cordon is refused with the node that spent it named."""
+    request = rig.request(Action.CORDON)
+    rig.server.store.patch(
+        BY_KIND["Node"],
+        "",
+        "gpu-a2",
+        MERGE,
+        {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
+    )
+    outcome = rig.executor.approve(request, "alice")
+    assert outcome.status == "refused"
+    assert "blast radius" in outcome.message and "gpu-a2" in outcome.message
+    assert not rig.cordoned("gpu-a3")
+
+
 def test_an_over_budget_drain_is_refused_even_when_approved(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
     cordon(rig.cluster, "gpu-a1")  # someone else took a node of the pool out by hand
@@ -355,6 +408,25 @@ def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig)
     assert any(t.startswith("resuming `kubectl drain gpu-a3") for t in kinds)
     taken = rig.store.execution(request)
     assert taken is not None and taken.executor == rig.executor.executor_id
+
+
+def test_a_cordon_cut_short_right_after_its_patch_ends_with_its_incident_succeeded(
+    rig: Rig,
+) -> None:
+    """The record of the start is written after the node is taken out: a process that died
+    in between left the node cordoned, the execution `acting` and the incident approved.
+    The leader's resume finishes it, and the incident says it succeeded."""
+    request = rig.request(Action.CORDON)
+    rig.executor.approve(request, "alice", execute=False)
+    assert rig.store.incident(rig.incident).state is IncidentState.APPROVED
+    assert rig.store.claim_execution(request, "dead-replica", rig.clock())
+    rig.store.mark_acting(request, "dead-replica")
+    take_out(rig.cluster, "gpu-a3", rig.node("gpu-a3"), None, {})
+    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.executor.resume()
+    assert outcome.status == "acted", outcome.message
+    assert rig.cordoned("gpu-a3")
+    assert rig.store.incident(rig.incident).state is IncidentState.SUCCEEDED
 
 
 def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> None:

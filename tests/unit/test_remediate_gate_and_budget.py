@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import BlastRadius
+from bot.config import BlastRadius, Settings
+from bot.evidence.collecting import collect_facts
 from bot.evidence.gate import (
     ExternalEvidence,
     failing_text,
@@ -17,8 +18,11 @@ from bot.evidence.gate import (
     item_reason,
 )
 from bot.evidence.snapshots import Snapshot
+from bot.evidence.taking_out import take_out_facts
 from bot.model import ClusterFacts, Lang
+from bot.names import POOL_LABEL
 from bot.remediate.blast_radius import check_budget
+from tests.helpers.paths import NOW
 
 Edited = Callable[..., Snapshot]
 Facts = Callable[..., ClusterFacts]
@@ -41,16 +45,34 @@ def _not_ready(node: str) -> dict[str, Any]:
     return {"kind": "Node", "name": node, "merge": {"status": {"conditions": conditions}}}
 
 
-def test_one_node_of_a_small_pool_may_go(edited: Edited, facts_of: Facts) -> None:
-    verdict = check_budget(facts_of(edited()), "gpu-a1", BlastRadius())
+PoolFactsOf = Callable[[Snapshot, str], ClusterFacts]
+
+
+@pytest.fixture(params=["collected", "taking-out"])
+def pool_facts(request: pytest.FixtureRequest, settings: Settings) -> PoolFactsOf:
+    """Facts the budget is checked on: every fact of every node (`collect_facts`, what
+    `reoffer` reads), and only what the last check before a cordon or drain reads
+    (`take_out_facts`). The budget must come out the same from both."""
+
+    def collected(snapshot: Snapshot, _node: str) -> ClusterFacts:
+        return collect_facts(snapshot, [], settings, NOW)
+
+    def taking_out(snapshot: Snapshot, node: str) -> ClusterFacts:
+        return take_out_facts(snapshot, node, settings, NOW)
+
+    return collected if request.param == "collected" else taking_out
+
+
+def test_one_node_of_a_small_pool_may_go(edited: Edited, pool_facts: PoolFactsOf) -> None:
+    verdict = check_budget(pool_facts(edited(), "gpu-a1"), "gpu-a1", BlastRadius())
     assert verdict.allowed and verdict.budget == 1  # 10% of 4 rounds up to one node
 
 
 @pytest.mark.parametrize("taken", [_cordon("gpu-a2"), _not_ready("gpu-a2")])
 def test_a_second_node_is_refused_whoever_took_the_first(
-    edited: Edited, facts_of: Facts, taken: dict[str, Any]
+    edited: Edited, pool_facts: PoolFactsOf, taken: dict[str, Any]
 ) -> None:
-    verdict = check_budget(facts_of(edited(taken)), "gpu-a1", BlastRadius())
+    verdict = check_budget(pool_facts(edited(taken), "gpu-a1"), "gpu-a1", BlastRadius())
     assert not verdict.allowed
     assert verdict.out_of_service == ["gpu-a2"]
     assert (
@@ -59,15 +81,54 @@ def test_a_second_node_is_refused_whoever_took_the_first(
     )
 
 
-def test_the_node_already_out_is_within_budget(edited: Edited, facts_of: Facts) -> None:
-    assert check_budget(facts_of(edited(_cordon("gpu-a1"))), "gpu-a1", BlastRadius()).allowed
+def test_the_node_already_out_is_within_budget(edited: Edited, pool_facts: PoolFactsOf) -> None:
+    facts = pool_facts(edited(_cordon("gpu-a1")), "gpu-a1")
+    assert check_budget(facts, "gpu-a1", BlastRadius()).allowed
 
 
-def test_a_larger_budget_allows_more(edited: Edited, facts_of: Facts) -> None:
+def test_a_larger_budget_allows_more(edited: Edited, pool_facts: PoolFactsOf) -> None:
     limits = BlastRadius(max_nodes=2, max_share=0.5)
-    assert check_budget(facts_of(edited(_cordon("gpu-a2"))), "gpu-a1", limits).allowed
-    facts = facts_of(edited(_cordon("gpu-a2"), _cordon("gpu-a3")))
+    assert check_budget(pool_facts(edited(_cordon("gpu-a2")), "gpu-a1"), "gpu-a1", limits).allowed
+    facts = pool_facts(edited(_cordon("gpu-a2"), _cordon("gpu-a3")), "gpu-a1")
     assert not check_budget(facts, "gpu-a1", limits).allowed
+
+
+def _labels(node: str, **labels: str | None) -> dict[str, Any]:
+    return {"kind": "Node", "name": node, "merge": {"metadata": {"labels": labels}}}
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [
+        # The pool's name under another of the pool labels: still one pool of four.
+        [
+            _labels(
+                "gpu-a2",
+                **{"eks.amazonaws.com/nodegroup": None, "karpenter.sh/nodepool": "a100-east"},
+            ),
+            _cordon("gpu-a2"),
+        ],
+        # A label ranked higher puts a node in another pool, whatever its nodegroup says.
+        [_labels("gpu-a2", **{POOL_LABEL: "elsewhere"}), _cordon("gpu-a2")],
+        # A node of no pool is a pool of one.
+        [
+            _labels(
+                "gpu-a1",
+                **{"eks.amazonaws.com/nodegroup": None, "node.kubernetes.io/instance-type": None},
+            ),
+            _cordon("gpu-a2"),
+        ],
+        [_not_ready("gpu-a3"), _cordon("gpu-a4")],
+    ],
+)
+def test_the_budget_counts_the_same_pool_from_the_take_out_facts_as_from_all_facts(
+    edited: Edited, settings: Settings, edits: list[dict[str, Any]]
+) -> None:
+    snapshot = edited(*edits)
+    limits = BlastRadius(max_nodes=3, max_share=1.0)
+    every = check_budget(collect_facts(snapshot, [], settings, NOW), "gpu-a1", limits)
+    narrow = check_budget(take_out_facts(snapshot, "gpu-a1", settings, NOW), "gpu-a1", limits)
+    assert narrow == every
 
 
 def test_a_healthy_node_passes_the_gate_once_errors_were_looked_for(
