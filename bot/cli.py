@@ -7,6 +7,7 @@ command, so `gpubot diagnose` never loads the serving stack or the simulator).""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -48,7 +49,7 @@ from bot.texts import say, state_name
 
 if TYPE_CHECKING:
     # typer carries its own click: these are the types its commands are called with.
-    from typer._click import Context, HelpFormatter
+    from typer._click import Context, HelpFormatter, Parameter
 
     from bot.store.sql import SqlStore
 
@@ -1127,7 +1128,7 @@ class _PlainArguments(typer.core.TyperCommand):
             if isinstance(param, typer.core.TyperArgument):
                 arguments.append((_metavar(param), record[1]))
             else:
-                options.append(record)
+                options.append((_plain_placeholder(param, record[0]), record[1]))
         for title, rows in (("Arguments", arguments), ("Options", options)):
             if rows:
                 with formatter.section(title):
@@ -1136,6 +1137,17 @@ class _PlainArguments(typer.core.TyperCommand):
 
 def _metavar(argument: typer.core.TyperArgument) -> str:
     return argument.metavar or (argument.name or "").upper()
+
+
+def _plain_placeholder(option: Parameter, written: str) -> str:
+    """`--wait <float range>` as `--wait WAIT`, `--lang <zh|en>` as `--lang [zh|en]`: typer
+    puts the value's Python type in angle brackets, which reads as text to type."""
+
+    def plain(found: re.Match[str]) -> str:
+        inside = found.group(1)
+        return f" [{inside}]" if "|" in inside else f" {(option.name or 'value').upper()}"
+
+    return re.sub(r" <([^<>]*)>", plain, written)
 
 
 for _commands in (app, rules_app, sim_app, db_app, alerts_app):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -234,6 +235,22 @@ def test_help_names_each_argument_plainly_as_you_would_type_it(
         line for line in done.stdout.splitlines() if line.startswith(f"  {shown.strip('[].')}  ")
     ]
     assert "<" not in argument, done.stdout
+
+
+COMMANDS = [
+    [name]
+    for name in ("diagnose", "demo", "init", "drill", "timeline", "digest", "serve", "approve")
+] + [["deny"], ["rules", "lint"], ["rules", "test"], ["sim", "serve"], ["sim", "inject"]]
+COMMANDS += [["sim", "repair"], ["db", "upgrade"], ["alerts", "explain"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_writes_each_option_as_you_would_type_it(command: list[str], tmp_path: Path) -> None:
+    """typer wrote `--wait <float range>`, `--as <str>`, `--snapshot <list[Path]>`: a type in
+    angle brackets where the value goes. Choices read as click writes them, `[zh|en]`."""
+    done = gpubot(*command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"<[^<>\s]*>", done.stdout) is None, done.stdout
 
 
 # ---- items 5, 6, 12: an API that is away, the log, the leader gauge --------------------------
