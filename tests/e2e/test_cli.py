@@ -206,6 +206,16 @@ def test_demo_runs_the_whole_loop_unattended_and_keeps_the_timeline(tmp_path: Pa
     assert kinds[-1] == "resolve"
     assert {e["actor"] for e in loop["timeline"] if e["kind"] == "approval"} == {"alice"}
 
+    # Issue 19 item 11: the table names every column, the details too.
+    table = gpubot("timeline", "1", "--store-url", url)
+    [header] = [line for line in table.stdout.splitlines() if "when (UTC)" in line]
+    assert [cell.strip() for cell in header.strip("┃ ").split("┃")] == [
+        "when (UTC)",
+        "who",
+        "what",
+        "details",
+    ], table.stdout
+
     markdown = gpubot("timeline", "1", "--store-url", url, "--format", "markdown")
     assert "| alice | approval | alice approved kubectl drain gpu-a2" in markdown.stdout
 
