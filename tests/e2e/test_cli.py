@@ -146,6 +146,86 @@ def test_broken_rule_exits_2_but_the_other_rules_still_diagnose(tmp_path: Path) 
     assert "Traceback" not in done.stderr
 
 
+def test_help_lists_every_command_with_its_help() -> None:
+    done = gpubot("--help")
+    assert done.returncode == 0, done.stderr
+    for command, words in [
+        ("diagnose", "Diagnose a cluster snapshot"),
+        ("rules", "Check and test rule files"),
+        ("demo", "A live simulated GPU cluster"),
+        ("init", "Write a commented settings file"),
+        ("drill", "Rehearse scenarios"),
+        ("timeline", "An incident's timeline"),
+        ("digest", "The digest serve posts daily"),
+        ("serve", "Run the bot"),
+        ("approve", "Record an approval"),
+        ("deny", "Record a denial"),
+        ("db", "The store's schema"),
+        ("sim", "A simulated GPU cluster"),
+        ("alerts", "How gpubot reads Alertmanager alerts"),
+    ]:
+        assert any(
+            line.split()[:1] == [command] and words in line for line in done.stdout.splitlines()
+        ), (command, done.stdout)
+
+
+# What `gpubot diagnose --format json` must not load: each is used only by other commands or
+# other output formats, and together they were about a third of a small diagnosis's time.
+NOT_FOR_DIAGNOSE = (
+    "rich",
+    "structlog",
+    "sqlalchemy",
+    "kubernetes",
+    "apscheduler",
+    "prometheus_client",
+    "prometheus_api_client",
+    "starlette",
+    "slack_sdk",
+    "gpusim",
+    "bot.chat.console",
+    "bot.evidence.mustgather",
+    "bot.rules.testing",
+    "bot.rules.linting",
+)
+
+
+def test_diagnose_as_json_loads_only_what_it_uses(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from bot.cli import app\n"
+        "try:\n"
+        "    app()\n"
+        "finally:\n"
+        "    sys.stderr.write(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "diagnose",
+            "--snapshot",
+            str(_zero_capacity_snapshot(tmp_path)),
+            "--now",
+            NOW,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["diagnoses"], "it did diagnose"
+    loaded = set(done.stderr.split())
+    assert "typer" in loaded and "bot.diagnose" in loaded, "the list is of this run"
+    found = sorted(
+        m for m in loaded if m.split(".")[0] in NOT_FOR_DIAGNOSE or m in NOT_FOR_DIAGNOSE
+    )
+    assert found == []
+
+
 def test_rules_lint_and_test_pass_on_the_shipped_rules() -> None:
     lint = gpubot("rules", "lint")
     assert lint.returncode == 0, lint.stdout + lint.stderr
