@@ -48,8 +48,10 @@ def collection_paused() -> Iterator[None]:
         gc.enable()
 
 
-def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:
-    return load_rules(paths or [settings.rules_dir])
+def load_ruleset(
+    settings: Settings, paths: list[Path] | None = None, *, compile_all: bool = True
+) -> RuleSet:
+    return load_rules(paths or [settings.rules_dir], compile_all=compile_all)
 
 
 def diagnose_snapshot(
