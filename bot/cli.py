@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from bot.config import Settings
+    from bot.diagnose import DiagnoseResult
     from bot.model import Diagnosis
+    from bot.rules.loading import RuleSet
     from bot.store.sql import SqlStore
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
@@ -251,6 +253,30 @@ def diagnose_command(
     config: ConfigOption = None,
 ) -> None:
     """Diagnose a cluster snapshot (and alerts) offline."""
+    from bot.process.collector import collection_paused
+
+    # From the first import on: the libraries, the rules and the snapshot are all kept.
+    with collection_paused():
+        result, ruleset, language = _diagnose(
+            snapshot, kernel_log or [], node, alerts or [], lang, now, rules, config
+        )
+    _print(result.diagnoses, fmt, language)
+    errors: list[GpubotError] = [*ruleset.errors, *result.errors]
+    _report_rule_errors(errors)
+    if errors:
+        raise typer.Exit(2)
+
+
+def _diagnose(
+    snapshot: list[Path],
+    kernel_logs: list[Path],
+    node: str | None,
+    alerts: list[Path],
+    lang: Lang | None,
+    now: datetime | None,
+    rules: Path | None,
+    config: Path | None,
+) -> tuple[DiagnoseResult, RuleSet, Lang]:
     from bot.roots import offline
     from bot.sources.alertmanager.payloads import load_alerts_file
     from bot.sources.alertmanager.understanding import alert_mapping
@@ -267,23 +293,19 @@ def diagnose_command(
         if not ruleset.errors:
             _stderr().print(f"error: {rules or settings.rules_dir}: no rules in it", markup=False)
         raise typer.Exit(2)
-    with offline.collection_paused():
-        inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
-        for note in inputs.notes:
-            _stderr().print(f"note: {note}", markup=False)
-        nodes = inputs.snapshot
-        signals = list(inputs.signals)
-        for path in alerts or []:
-            signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
-        moment = now or inputs.collected_at or utcnow()
-        if moment.tzinfo is None:
-            moment = moment.astimezone()
-        result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
-    _print(result.diagnoses, fmt, language)
-    errors: list[GpubotError] = [*ruleset.errors, *result.errors]
-    _report_rule_errors(errors)
-    if errors:
-        raise typer.Exit(2)
+    inputs = offline.read_inputs(snapshot, kernel_logs, node, settings)
+    for note in inputs.notes:
+        _stderr().print(f"note: {note}", markup=False)
+    signals = list(inputs.signals)
+    for path in alerts:
+        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+    moment = now or inputs.collected_at or utcnow()
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    result = offline.diagnose_snapshot(
+        inputs.snapshot, signals, ruleset, settings, moment, language
+    )
+    return result, ruleset, language
 
 
 @rules_app.command("lint")

@@ -6,9 +6,6 @@ cluster; `gpubot serve` is composed in `bot/roots/serve.py`, the live demo in
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -29,23 +26,6 @@ if TYPE_CHECKING:
 # The must-gather and kernel-log readers, the rule-test runner and the alert intake are
 # imported by the functions that use them: `gpubot diagnose` of a kubectl snapshot starts
 # without them (benchmarks/startup.py).
-
-
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off, for reading a snapshot and diagnosing it.
-
-    A snapshot is millions of small dicts and lists and the facts built from them, all alive
-    until the command ends and none of them in a cycle: each collection rescanned the growing
-    heap for nothing (about a third of a 5,000-node diagnosis, and what made it grow faster
-    than the snapshot). On leaving, what was built is frozen (never scanned again) and
-    collection resumes."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def load_ruleset(
