@@ -1,8 +1,10 @@
 """`gpubot`: the command line. Bad input is one line on stderr and exit code 2, never a trace.
 
 Over 600 lines because it is every command's argument parsing and output, one short function
-each; the work itself is in `bot.roots` (each composition imported lazily, inside its
-command, so `gpubot diagnose` never loads the serving stack or the simulator)."""
+each; the work itself is in `bot.roots`. Every command imports what it uses inside itself
+(compositions, rich, the linter, the console renderer), so that starting `gpubot` costs only
+typer and the names its options are typed with: `gpubot diagnose --format json` never loads
+rich, the serving stack or the simulator (benchmarks/startup.py)."""
 
 from __future__ import annotations
 
@@ -14,43 +16,27 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from enum import StrEnum
-from functools import wraps
+from functools import cache, wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.text import Text
 
-from bot.chat.console import (
-    ConsoleApprover,
-    print_diagnoses,
-    render_markdown,
-    render_timeline,
-    timeline_markdown,
-)
 from bot.clock import utcnow
-from bot.config import (
-    CONFIG_ENV,
-    Settings,
-    default_settings_file,
-    load_settings,
-    settings_file,
-)
 from bot.errors import GpubotError, InputError
-from bot.model import Diagnosis, Lang
+from bot.model import Lang
 from bot.process.logs import LogFormat
-from bot.roots import offline
-from bot.rules.linting import lint_rules
-from bot.sources.alertmanager.payloads import load_alerts_file
-from bot.sources.alertmanager.understanding import alert_mapping
 from bot.texts import say, state_name
 
 if TYPE_CHECKING:
     # typer carries its own click: these are the types its commands are called with.
+    from rich.console import Console
     from typer._click import Context, HelpFormatter, Parameter
 
+    from bot.config import Settings
+    from bot.diagnose import DiagnoseResult
+    from bot.model import Diagnosis
+    from bot.rules.loading import RuleSet
     from bot.store.sql import SqlStore
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
@@ -98,7 +84,19 @@ app.add_typer(db_app, name="db")
 
 P = ParamSpec("P")
 R = TypeVar("R")
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@cache
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _console() -> Console:
+    from rich.console import Console
+
+    return Console()
 
 
 class Format(StrEnum):
@@ -108,7 +106,7 @@ class Format(StrEnum):
 
 
 def _fail(message: str) -> typer.Exit:
-    _err.print(f"error: {message}", markup=False)
+    _stderr().print(f"error: {message}", markup=False)
     return typer.Exit(2)
 
 
@@ -146,6 +144,10 @@ LangOption = Annotated[Lang | None, typer.Option("--lang", help="Language of the
 
 
 def _settings(config: Path | None) -> Settings:
+    from pydantic import ValidationError
+
+    from bot.config import load_settings, settings_file
+
     chosen = settings_file(config)
     try:
         return load_settings(chosen)
@@ -157,6 +159,8 @@ def _settings(config: Path | None) -> Settings:
 
 def _settings_said(config: Path | None, lang: Lang) -> str:
     """Which settings a command ran with, for a message that depends on them."""
+    from bot.config import settings_file
+
     chosen = settings_file(config)
     if chosen is None:
         return say(lang, "cli.settings.defaults")
@@ -204,14 +208,18 @@ def _print(diagnoses: list[Diagnosis], fmt: Format, lang: Lang) -> None:
             + "\n"
         )
     elif fmt is Format.MARKDOWN:
+        from bot.chat.console import render_markdown
+
         sys.stdout.write(render_markdown(diagnoses, lang))
     else:
-        print_diagnoses(diagnoses, Console(), lang)
+        from bot.chat.console import print_diagnoses
+
+        print_diagnoses(diagnoses, _console(), lang)
 
 
 def _report_rule_errors(errors: list[GpubotError]) -> None:
     for error in errors:
-        _err.print(f"error: {error}", markup=False)
+        _stderr().print(f"error: {error}", markup=False)
 
 
 @app.command("diagnose")
@@ -248,33 +256,59 @@ def diagnose_command(
     config: ConfigOption = None,
 ) -> None:
     """Diagnose a cluster snapshot (and alerts) offline."""
-    settings = _settings(config)
-    language = lang or settings.lang
-    ruleset = offline.load_ruleset(settings, [rules] if rules else None)
-    if not ruleset.rules:
-        # "No diagnosis" beside it would read as a healthy cluster: without rules nothing
-        # was looked at.
-        _report_rule_errors(list(ruleset.errors))
-        if not ruleset.errors:
-            _err.print(f"error: {rules or settings.rules_dir}: no rules in it", markup=False)
-        raise typer.Exit(2)
-    with offline.collection_paused():
-        inputs = offline.read_inputs(snapshot, kernel_log or [], node, settings)
-        for note in inputs.notes:
-            _err.print(f"note: {note}", markup=False)
-        nodes = inputs.snapshot
-        signals = list(inputs.signals)
-        for path in alerts or []:
-            signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
-        moment = now or inputs.collected_at or utcnow()
-        if moment.tzinfo is None:
-            moment = moment.astimezone()
-        result = offline.diagnose_snapshot(nodes, signals, ruleset, settings, moment, language)
+    from bot.process.collector import collection_paused
+
+    # From the first import on: the libraries, the rules and the snapshot are all kept.
+    with collection_paused():
+        result, ruleset, language = _diagnose(
+            snapshot, kernel_log or [], node, alerts or [], lang, now, rules, config
+        )
     _print(result.diagnoses, fmt, language)
     errors: list[GpubotError] = [*ruleset.errors, *result.errors]
     _report_rule_errors(errors)
     if errors:
         raise typer.Exit(2)
+
+
+def _diagnose(
+    snapshot: list[Path],
+    kernel_logs: list[Path],
+    node: str | None,
+    alerts: list[Path],
+    lang: Lang | None,
+    now: datetime | None,
+    rules: Path | None,
+    config: Path | None,
+) -> tuple[DiagnoseResult, RuleSet, Lang]:
+    from bot.roots import offline
+    from bot.sources.alertmanager.payloads import load_alerts_file
+    from bot.sources.alertmanager.understanding import alert_mapping
+
+    settings = _settings(config)
+    language = lang or settings.lang
+    # One diagnosis evaluates a fraction of the rules' CEL: the rest is not compiled, and
+    # `rules lint` is what reports every expression that is not CEL.
+    ruleset = offline.load_ruleset(settings, [rules] if rules else None, compile_all=False)
+    if not ruleset.rules:
+        # "No diagnosis" beside it would read as a healthy cluster: without rules nothing
+        # was looked at.
+        _report_rule_errors(list(ruleset.errors))
+        if not ruleset.errors:
+            _stderr().print(f"error: {rules or settings.rules_dir}: no rules in it", markup=False)
+        raise typer.Exit(2)
+    inputs = offline.read_inputs(snapshot, kernel_logs, node, settings)
+    for note in inputs.notes:
+        _stderr().print(f"note: {note}", markup=False)
+    signals = list(inputs.signals)
+    for path in alerts:
+        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+    moment = now or inputs.collected_at or utcnow()
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    result = offline.diagnose_snapshot(
+        inputs.snapshot, signals, ruleset, settings, moment, language
+    )
+    return result, ruleset, language
 
 
 @rules_app.command("lint")
@@ -284,13 +318,16 @@ def rules_lint(
     config: ConfigOption = None,
 ) -> None:
     """Validate rule files: schema, both languages, CEL, and every field the CEL reads."""
+    from bot.roots import offline
+    from bot.rules.linting import lint_rules
+
     settings = _settings(config)
     ruleset = offline.load_ruleset(settings, [path] if path else None)
     problems: list[GpubotError] = [*ruleset.errors, *lint_rules(ruleset, settings)]
     _report_rule_errors(problems)
     count = len(ruleset.rules)
     if problems:
-        _err.print(f"{len(problems)} problem(s) in {len(ruleset.files)} file(s)", markup=False)
+        _stderr().print(f"{len(problems)} problem(s) in {len(ruleset.files)} file(s)", markup=False)
         raise typer.Exit(2)
     typer.echo(f"{count} rules in {len(ruleset.files)} file(s): OK")
 
@@ -302,6 +339,8 @@ def rules_test(
     config: ConfigOption = None,
 ) -> None:
     """Run rule unit tests (YAML) and report each failure with its file and line."""
+    from bot.roots import offline
+
     settings = _settings(config)
     runs = offline.run_rule_tests(path or settings.rules_dir, settings)
     passed = failed = 0
@@ -341,9 +380,14 @@ def demo(
     ] = None,
 ) -> None:
     """A live simulated GPU cluster, scripted faults, and the diagnoses as they happen."""
+    from rich.text import Text
+
+    from bot.chat.console import print_diagnoses
+    from bot.roots import offline
+
     settings = _settings(config)
     language = lang or settings.lang
-    console = Console()
+    console = _console()
     if not replay:
         _live_demo(settings, language, console, pause, approve_as, store_url)
         return
@@ -367,7 +411,9 @@ def _live_demo(
     approve_as: str | None,
     store_url: str | None,
 ) -> None:
+    from bot.chat.console import ConsoleApprover
     from bot.roots import demo as live
+    from bot.roots import offline
 
     interactive = approve_as is not None or sys.stdin.isatty()
     approver = ConsoleApprover(console, approve_as, language)
@@ -424,6 +470,7 @@ def init_command(
     import secrets
 
     from bot import settings_template
+    from bot.config import CONFIG_ENV, default_settings_file, load_settings
     from bot.store.database import parse_store_url
 
     target = config or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
@@ -484,6 +531,8 @@ def drill_command(
 ) -> None:
     """Rehearse scenarios on a simulated cluster through the real serving code; a table of
     what the on-call saw; exit 1 when a check fails."""
+    from rich.text import Text
+
     from bot.config import bundled_dir
     from bot.roots import drill as drills
 
@@ -492,9 +541,9 @@ def drill_command(
         settings = settings.model_copy(update={"rules_dir": rules})
     chosen = drills.load_drills(paths or [bundled_dir("drills")])
     prometheus_bin = drills.find_prometheus(prometheus)
-    console = Console()
+    console = _console()
     if prometheus_bin is None:
-        _err.print(
+        _stderr().print(
             "note: no Prometheus (apt install prometheus, or --prometheus PATH): the health "
             "gate has no GPU evidence and cannot pass",
             markup=False,
@@ -532,6 +581,10 @@ def timeline(
     config: ConfigOption = None,
 ) -> None:
     """An incident's timeline (or every incident of a node): who did what, when."""
+    from rich.text import Text
+
+    from bot.chat.console import render_timeline, timeline_markdown
+
     settings = _settings(config)
     language = lang or settings.lang
     store = _open_store(store_url or settings.store_url)
@@ -542,7 +595,7 @@ def timeline(
             incidents = store.incidents(node=what)
             if not incidents:
                 raise InputError("INCIDENT|NODE", f"no incident with id or node {what!r}")
-        console = Console()
+        console = _console()
         for incident in incidents:
             entries = store.timeline(incident.id)
             if output is Format.JSON:
@@ -730,7 +783,7 @@ def approve(
         decisions = Decisions(store, settings, clock=utcnow)
         outcome = decisions.approve(request, as_user)
         if outcome.status not in ("recorded", "need-another"):
-            _err.print(
+            _stderr().print(
                 say(
                     settings.lang,
                     "cli.approve.refused",
@@ -757,10 +810,10 @@ def approve(
                 if execution.outcome in ("succeeded", "dry-run"):
                     print(line)
                     return
-                _err.print(line, markup=False)
+                _stderr().print(line, markup=False)
                 raise typer.Exit(1)
             time.sleep(0.5)
-        _err.print(
+        _stderr().print(
             say(settings.lang, "cli.approve.not_run", seconds=f"{wait_s:g}", user=as_user),
             markup=False,
         )

@@ -53,7 +53,9 @@ class Lang(StrEnum):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Each model's validator is built when it is first used, not when gpubot imports it: a
+    # command uses a few of these nouns (`gpubot diagnose` no incident, vote or outbox item).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Signal(_Frozen):

@@ -78,7 +78,8 @@ _BY_GPU = "by (gpu, UUID)"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built when first used: `gpubot diagnose` of a snapshot never asks Prometheus.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class XidSeen(_Frozen):

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import sys
 from enum import StrEnum
-
-import structlog
+from typing import TYPE_CHECKING
 
 from bot.errors import InputError
+
+if TYPE_CHECKING:
+    import structlog.types
 
 
 class LogFormat(StrEnum):
@@ -29,6 +31,10 @@ CHATTY = ("apscheduler", "alembic", "uvicorn.error", "kubernetes", "urllib3")
 def configure_logging(level_name: str, fmt: LogFormat | None = None) -> None:
     """The root logger at `level_name` (debug, info, warning, error) to stderr; JSON unless
     stderr is a terminal or `fmt` says otherwise. An unknown level is an `InputError`."""
+    # Here, not at the top: the CLI types `--log-format` with LogFormat, and every other
+    # command would pay for structlog's import (about 50 ms) to start.
+    import structlog
+
     level = logging.getLevelName(level_name.upper())
     if not isinstance(level, int):
         raise InputError(

@@ -6,54 +6,32 @@ cluster; `gpubot serve` is composed in `bot/roots/serve.py`, the live demo in
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from bot.config import Settings
 from bot.diagnose import DiagnoseResult, diagnose
 from bot.errors import InputError
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.kernel import kernel_signals, read_log_file
-from bot.evidence.mustgather import read_must_gather
 from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
-from bot.kube.objects import Obj
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
-from bot.rules.testing import (
-    RuleTest,
-    TestOutcome,
-    apply_edits,
-    base_snapshot,
-    check,
-    load_test_file,
-)
-from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
-from bot.sources.alertmanager.understanding import alert_mapping
+
+if TYPE_CHECKING:
+    from bot.config import Settings
+    from bot.kube.objects import Obj
+    from bot.rules.testing import RuleTest, TestOutcome
+
+# The must-gather and kernel-log readers, the rule-test runner and the alert intake are
+# imported by the functions that use them: `gpubot diagnose` of a kubectl snapshot starts
+# without them (benchmarks/startup.py).
 
 
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector held off, for reading a snapshot and diagnosing it.
-
-    A snapshot is millions of small dicts and lists and the facts built from them, all alive
-    until the command ends and none of them in a cycle: each collection rescanned the growing
-    heap for nothing (about a third of a 5,000-node diagnosis, and what made it grow faster
-    than the snapshot). On leaving, what was built is frozen (never scanned again) and
-    collection resumes."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
-def load_ruleset(settings: Settings, paths: list[Path] | None = None) -> RuleSet:
-    return load_rules(paths or [settings.rules_dir])
+def load_ruleset(
+    settings: Settings, paths: list[Path] | None = None, *, compile_all: bool = True
+) -> RuleSet:
+    return load_rules(paths or [settings.rules_dir], compile_all=compile_all)
 
 
 def diagnose_snapshot(
@@ -94,6 +72,8 @@ def read_inputs(
     collected: datetime | None = None
     for path in paths:
         if path.is_dir():
+            from bot.evidence.mustgather import read_must_gather
+
             bundle = read_must_gather(path)
             objects += bundle.objects
             signals += bundle.signals
@@ -104,6 +84,8 @@ def read_inputs(
         else:
             objects += read_objects_file(path)
     for log in kernel_logs:
+        from bot.evidence.kernel import kernel_signals, read_log_file
+
         read = read_log_file(log)
         if read.problem:
             notes.append(f"{log}: {read.problem}")
@@ -140,6 +122,10 @@ class RuleTestRun:
 
 def build_case(test: RuleTest, base_dir: Path, settings: Settings) -> tuple[Snapshot, list[Signal]]:
     """A rule test's snapshot (base plus edits) and alerts, as the pipeline would receive them."""
+    from bot.rules.testing import apply_edits, base_snapshot
+    from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+    from bot.sources.alertmanager.understanding import alert_mapping
+
     edited = apply_edits(base_snapshot(base_dir / test.snapshot), test.edits)
     payload = validate_payload(
         {"status": "firing", "alerts": [{"status": "firing", **a} for a in test.alerts]},
@@ -159,12 +145,16 @@ def run_rule_test(
     except InputError as exc:
         # Name the test, not the base snapshot its edits broke.
         raise InputError(where, f"{test.name}: {exc}") from exc
+    from bot.rules.testing import TestOutcome, check
+
     failures = [f"rule error: {e}" for e in result.errors]
     failures += check(test, result.diagnoses)
     return TestOutcome(test.name, where, failures, result.diagnoses)
 
 
 def run_rule_tests(path: Path, settings: Settings) -> list[RuleTestRun]:
+    from bot.rules.testing import load_test_file
+
     runs = []
     cache: dict[Path, RuleSet] = {}
     for file in rule_test_files(path):
@@ -192,6 +182,8 @@ class DemoScenario:
 
 def demo_scenarios(settings: Settings) -> list[DemoScenario]:
     """The rule tests marked `demo: true`: real snapshots, replayed through the pipeline."""
+    from bot.rules.testing import load_test_file
+
     rules = load_ruleset(settings)
     scenarios = []
     for file in rule_test_files(settings.rules_dir):

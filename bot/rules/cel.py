@@ -5,6 +5,12 @@ Variables are declared dynamic: rule files address plain maps built from the fac
 reference facts. Evaluation errors, those cel-cpp returns as values and those it raises
 (the iteration budget), come back as `EvaluationError`, the one exception a caller
 handles: a rule that fails on one subject must never stop the other rules or subjects.
+
+Compiling is most of loading the rules, and most expressions (a rule's evidence, severity
+overrides, proposals) are evaluated only where the rule fires: `gpubot diagnose` of a healthy
+cluster reads about one expression in six. So an expression may be made `deferred`: compiled
+when it is first evaluated. It then fails as it would have failed to load, with the same
+`RuleError`, once: `NotCompiled.first` is true the first time only.
 """
 
 from __future__ import annotations
@@ -27,6 +33,15 @@ class EvaluationError(Exception):
     pass
 
 
+class NotCompiled(EvaluationError):
+    """A deferred expression that is not CEL: `error` is what loading would have said."""
+
+    def __init__(self, error: RuleError, first: bool) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.first = first
+
+
 class Activation:
     """Facts converted to CEL values once, then shared by every expression evaluated on them."""
 
@@ -38,14 +53,49 @@ class Activation:
 
 
 class Expression:
-    def __init__(self, source: str) -> None:
+    """A CEL expression; `where`, `field` and `rule_id` name it in its `RuleError` when it is
+    not CEL ("rules/x.yaml:12: rule r: when: CEL at 1:5: ..."). Compiled when made, or with
+    `deferred`, when first evaluated."""
+
+    def __init__(
+        self,
+        source: str,
+        *,
+        deferred: bool = False,
+        where: str = "",
+        field: str = "",
+        rule_id: str | None = None,
+    ) -> None:
         self.source = source
-        try:
-            self._program = _ENV.compile(source)
-        except RuntimeError as exc:
-            raise RuleError("", _first_error_line(str(exc))) from exc
+        self._where, self._field, self._rule_id = where, field, rule_id
+        self._program: Any = None
+        self._error: RuleError | None = None
+        if not deferred:
+            self.compile()
+
+    def compile(self) -> None:
+        """Compile it if it is not yet; raises its `RuleError` when it is not CEL."""
+        error = self._compiled()
+        if error is not None:
+            raise error
+
+    def _compiled(self) -> RuleError | None:
+        if self._program is None and self._error is None:
+            try:
+                self._program = _ENV.compile(self.source)
+            except RuntimeError as exc:
+                message = _first_error_line(str(exc))
+                if self._field:
+                    message = f"{self._field}: {message}"
+                self._error = RuleError(self._where, message, self._rule_id)
+        return self._error
 
     def evaluate(self, activation: Activation) -> Any:
+        if self._program is None:
+            told = self._error is not None
+            error = self._compiled()
+            if error is not None:
+                raise NotCompiled(error, first=not told)
         try:
             result = self._program.eval(activation._native)
             if result.type().name() == "ERROR":

@@ -1,6 +1,10 @@
 """Loading rule files: validate, compile every CEL expression, report `file:line: problem`.
 
-A broken rule is reported and left out; it never stops the other rules from loading.
+A broken rule is reported and left out; it never stops the other rules from loading. With
+`compile_all=False` (`gpubot diagnose`) each expression is compiled when first evaluated
+instead: one that is not CEL is then reported where it is reached, in the same words, once,
+and its rule gives nothing from there on; one never reached is not reported (`rules lint`
+compiles them all).
 
 The alert mapping (`alerts.yaml` in the rules directory: which alerts mean which symptom, and
 which labels name the node, the GPU and the Xid code) is data beside the rules, not rules:
@@ -92,7 +96,7 @@ def rule_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_rules(paths: Iterable[Path]) -> RuleSet:
+def load_rules(paths: Iterable[Path], *, compile_all: bool = True) -> RuleSet:
     ruleset = RuleSet()
     seen: dict[str, str] = {}
     for path in paths:
@@ -105,7 +109,7 @@ def load_rules(paths: Iterable[Path]) -> RuleSet:
             except InputError as exc:
                 ruleset.errors.append(RuleError(exc.where, exc.message))
                 continue
-            _load_file(located, ruleset, seen)
+            _load_file(located, ruleset, seen, compile_all)
     return ruleset
 
 
@@ -119,7 +123,9 @@ def _pydantic_problem(exc: ValidationError, located: LocatedYaml, prefix: Path_)
     return RuleError(located.where(location), f"{dotted}: {message}" if dotted else message)
 
 
-def _load_file(located: LocatedYaml, ruleset: RuleSet, seen: dict[str, str]) -> None:
+def _load_file(
+    located: LocatedYaml, ruleset: RuleSet, seen: dict[str, str], compile_all: bool
+) -> None:
     data = located.data
     if data is None:
         return
@@ -160,7 +166,7 @@ def _load_file(located: LocatedYaml, ruleset: RuleSet, seen: dict[str, str]) -> 
             )
             continue
         try:
-            compiled = _compile(spec, located, ("rules", index))
+            compiled = _compile(spec, located, ("rules", index), compile_all)
         except RuleError as exc:
             ruleset.errors.append(exc)
             continue
@@ -168,17 +174,15 @@ def _load_file(located: LocatedYaml, ruleset: RuleSet, seen: dict[str, str]) -> 
         ruleset.rules.append(compiled)
 
 
-def _expression(source: str, located: LocatedYaml, at: Path_, rule_id: str) -> Expression:
-    try:
-        return Expression(source)
-    except RuleError as exc:
-        field_name = ".".join(str(p) for p in at[2:])
-        raise RuleError(located.where(at), f"{field_name}: {exc.message}", rule_id) from exc
-
-
-def _compile(spec: Rule, located: LocatedYaml, at: Path_) -> CompiledRule:
+def _compile(spec: Rule, located: LocatedYaml, at: Path_, compile_all: bool) -> CompiledRule:
     def expr(source: str, *sub: str | int) -> Expression:
-        return _expression(source, located, (*at, *sub), spec.id)
+        return Expression(
+            source,
+            deferred=not compile_all,
+            where=located.where((*at, *sub)),
+            field=".".join(str(p) for p in sub),
+            rule_id=spec.id,
+        )
 
     return CompiledRule(
         spec=spec,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from bot.errors import RuleError
 from bot.model import Action, Blocker, Severity, Stage
-from bot.rules.cel import Activation, EvaluationError, Expression
+from bot.rules.cel import Activation, EvaluationError, Expression, NotCompiled
 from bot.rules.loading import CompiledRule
 
 
@@ -73,6 +73,8 @@ def with_variables(rule: CompiledRule, activation: Activation) -> Activation:
     for name, expression in rule.variables:
         try:
             values[name] = expression.evaluate(activation)
+        except NotCompiled:
+            raise  # it names its field already
         except EvaluationError as exc:
             raise EvaluationError(f"variables.{name}: {exc}") from exc
     return Activation({**activation.data, "variables": values})
@@ -101,6 +103,8 @@ def evaluate(
     evidence = [line for e in rule.evidence for line in _strings(e, activation)]
     try:
         blockers = to_blockers(rule.blockers.evaluate(activation)) if rule.blockers else []
+    except NotCompiled:
+        raise
     except EvaluationError as exc:
         raise EvaluationError(f"blockers: {exc}") from exc
     return RuleMatch(
@@ -131,6 +135,11 @@ def match(
             activation = Activation(data)
         try:
             found = evaluate(rule, activation, subject, stage)
+        except NotCompiled as exc:
+            # Told as loading would have told it, once: not on every subject it is reached on.
+            if exc.first:
+                result.errors.append(exc.error)
+            continue
         except EvaluationError as exc:
             result.errors.append(
                 RuleError(rule.where, f"on {subject or 'cluster'}: {exc}", rule.id)

@@ -146,6 +146,153 @@ def test_broken_rule_exits_2_but_the_other_rules_still_diagnose(tmp_path: Path) 
     assert "Traceback" not in done.stderr
 
 
+def _capacity_rule_broken(tmp_path: Path, part: str, index: int | None = None) -> Path:
+    """The shipped gpu-stack.yaml, one CEL expression of gpu-capacity-zero (its `when`, or
+    one item of `part`) no longer CEL."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    stack = yaml.safe_load((RULES / "gpu-stack.yaml").read_text())
+    [rule] = [r for r in stack["rules"] if r["id"] == "gpu-capacity-zero"]
+    if index is None:
+        rule[part] = "node.gpu.allocatable =="
+    else:
+        rule[part][index] = '"allocatable " +'
+    (rules / "gpu-stack.yaml").write_text(yaml.safe_dump(stack, allow_unicode=True))
+    return rules
+
+
+def _diagnose_json(snapshot: Path, rules: Path) -> subprocess.CompletedProcess[str]:
+    return gpubot(
+        "diagnose",
+        "--snapshot",
+        str(snapshot),
+        "--now",
+        NOW,
+        "--rules",
+        str(rules),
+        "--format",
+        "json",
+    )
+
+
+def test_a_broken_condition_is_one_error_naming_its_line_and_the_rule_gives_nothing(
+    tmp_path: Path,
+) -> None:
+    rules = _capacity_rule_broken(tmp_path, "when")
+    done = _diagnose_json(_zero_capacity_snapshot(tmp_path), rules)
+    assert done.returncode == 2
+    assert json.loads(done.stdout) == {"diagnoses": []}
+    [line] = done.stderr.splitlines()  # once, not once per node
+    assert line.startswith(f"error: {rules / 'gpu-stack.yaml'}:")
+    assert ": rule gpu-capacity-zero: when: CEL at 1:" in line
+
+
+def test_a_broken_evidence_line_of_a_rule_that_fires_is_one_error_and_no_diagnosis(
+    tmp_path: Path,
+) -> None:
+    rules = _capacity_rule_broken(tmp_path, "evidence", 2)
+    done = _diagnose_json(_zero_capacity_snapshot(tmp_path), rules)
+    assert done.returncode == 2
+    assert json.loads(done.stdout) == {"diagnoses": []}
+    [line] = done.stderr.splitlines()
+    assert ": rule gpu-capacity-zero: evidence.2: CEL at 1:" in line
+
+
+def test_diagnose_compiles_only_the_cel_it_evaluates_and_lint_reports_the_rest(
+    tmp_path: Path,
+) -> None:
+    # On a healthy cluster gpu-capacity-zero never fires, so its evidence is never evaluated:
+    # `diagnose` does not compile it (that is most of the rules' CEL, and of a small
+    # diagnosis's time); `rules lint` compiles every expression and names the broken one.
+    rules = _capacity_rule_broken(tmp_path, "evidence", 2)
+    done = _diagnose_json(HEALTHY, rules)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"diagnoses": []} and done.stderr == ""
+    lint = gpubot("rules", "lint", str(rules))
+    assert lint.returncode == 2
+    assert ": rule gpu-capacity-zero: evidence.2: CEL at 1:" in lint.stderr
+
+
+def test_help_lists_every_command_with_its_help() -> None:
+    done = gpubot("--help")
+    assert done.returncode == 0, done.stderr
+    for command, words in [
+        ("diagnose", "Diagnose a cluster snapshot"),
+        ("rules", "Check and test rule files"),
+        ("demo", "A live simulated GPU cluster"),
+        ("init", "Write a commented settings file"),
+        ("drill", "Rehearse scenarios"),
+        ("timeline", "An incident's timeline"),
+        ("digest", "The digest serve posts daily"),
+        ("serve", "Run the bot"),
+        ("approve", "Record an approval"),
+        ("deny", "Record a denial"),
+        ("db", "The store's schema"),
+        ("sim", "A simulated GPU cluster"),
+        ("alerts", "How gpubot reads Alertmanager alerts"),
+    ]:
+        assert any(
+            line.split()[:1] == [command] and words in line for line in done.stdout.splitlines()
+        ), (command, done.stdout)
+
+
+# What `gpubot diagnose --format json` must not load: each is used only by other commands or
+# other output formats, and together they were about a third of a small diagnosis's time.
+NOT_FOR_DIAGNOSE = (
+    "rich",
+    "structlog",
+    "sqlalchemy",
+    "kubernetes",
+    "apscheduler",
+    "prometheus_client",
+    "prometheus_api_client",
+    "starlette",
+    "slack_sdk",
+    "gpusim",
+    "bot.chat.console",
+    "bot.evidence.mustgather",
+    "bot.rules.testing",
+    "bot.rules.linting",
+)
+
+
+def test_diagnose_as_json_loads_only_what_it_uses(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "from bot.cli import app\n"
+        "try:\n"
+        "    app()\n"
+        "finally:\n"
+        "    sys.stderr.write(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "diagnose",
+            "--snapshot",
+            str(_zero_capacity_snapshot(tmp_path)),
+            "--now",
+            NOW,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["diagnoses"], "it did diagnose"
+    loaded = set(done.stderr.split())
+    assert "typer" in loaded and "bot.diagnose" in loaded, "the list is of this run"
+    found = sorted(
+        m for m in loaded if m.split(".")[0] in NOT_FOR_DIAGNOSE or m in NOT_FOR_DIAGNOSE
+    )
+    assert found == []
+
+
 def test_rules_lint_and_test_pass_on_the_shipped_rules() -> None:
     lint = gpubot("rules", "lint")
     assert lint.returncode == 0, lint.stdout + lint.stderr
