@@ -11,7 +11,9 @@ largest size `--format text` too. Figures are CPU seconds (user + system, from t
 accounting of the finished child) and the child's peak RSS; ratios are taken pair by pair
 and the median is printed with the spread of the rounds. gpubot is started as installed: by
 its console script, its bytecode compiled first (as pip and the image do; a checkout under
-PYTHONDONTWRITEBYTECODE=1 would compile its sources again in every run).
+PYTHONDONTWRITEBYTECODE=1 would compile its sources again in every run). The files are written
+by a child of their own: Linux carries a process's peak RSS across fork and exec, so a child of
+a parent that had built a 5,000-node snapshot in memory reported the parent's 1.4 GB as its peak.
 
 Then firing alerts: the 500-node snapshot with each count of `--alerts` firing alerts spread
 over its nodes (an alert no rule reads: each node diagnosis lists them as also firing).
@@ -99,14 +101,26 @@ def many_alerts(payload: dict[str, Any], nodes: int, count: int) -> dict[str, An
     return {**payload, "alerts": [*payload["alerts"], *extra]}
 
 
+def write_files(nodes: int, snapshot: Path, alerts: Path, extra_alerts: int = 0) -> None:
+    """The seeded snapshot and its alerts, written by a child process (see the docstring)."""
+    argv = [sys.executable, __file__, "--write", str(nodes), str(snapshot), str(alerts)]
+    subprocess.run([*argv, str(extra_alerts)], check=True)
+
+
+def _write(nodes: int, snapshot: str, alerts: str, extra_alerts: int) -> None:
+    cluster, payload = fleet_cluster(nodes)
+    Path(snapshot).write_text(json.dumps(cluster))
+    if extra_alerts:
+        payload = many_alerts(payload, nodes, extra_alerts)
+    Path(alerts).write_text(json.dumps(payload))
+
+
 def alert_growth(counts: list[int], rounds: int, tmp: str) -> dict[int, list[Run]]:
-    cluster, payload = fleet_cluster(ALERT_NODES)
     snapshot = Path(tmp, "alerts-fleet.json")
-    snapshot.write_text(json.dumps(cluster))
     files = {}
     for count in counts:
         files[count] = Path(tmp, f"many-alerts-{count}.json")
-        files[count].write_text(json.dumps(many_alerts(payload, ALERT_NODES, count)))
+        write_files(ALERT_NODES, snapshot, files[count], count)
     runs: dict[int, list[Run]] = {count: [] for count in counts}
     for _ in range(rounds):
         for count in counts:
@@ -127,18 +141,20 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[50, 500, 5000])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--alerts", type=int, nargs="*", default=[5000, 50000])
+    parser.add_argument("--write", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write:
+        nodes, snapshot, alerts, extra = args.write
+        _write(int(nodes), snapshot, alerts, int(extra))
+        return
     sizes: list[Size] = []
     largest = max(args.sizes)
     for package in ("bot", "gpusim"):
         compileall.compile_dir(ROOT / package, quiet=1)
     with tempfile.TemporaryDirectory() as tmp:
         for nodes in args.sizes:
-            cluster, payload = fleet_cluster(nodes)
             snapshot, alerts = Path(tmp, f"fleet-{nodes}.json"), Path(tmp, f"alerts-{nodes}.json")
-            snapshot.write_text(json.dumps(cluster))
-            alerts.write_text(json.dumps(payload))
-            del cluster
+            write_files(nodes, snapshot, alerts)
             size = Size(nodes, snapshot.stat().st_size / 2**20)
             for _ in range(args.rounds):
                 size.peer.append(run([sys.executable, "-c", PEER, str(snapshot)]))

@@ -22,6 +22,7 @@ import msgspec
 import yaml
 
 from bot.errors import InputError
+from bot.evidence.decoding import decode_trimmed
 from bot.kube.objects import (
     Obj,
     controller_of,
@@ -116,14 +117,19 @@ def _json(text: str | bytes, where: str) -> Any:
         raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
 
 
-def read_objects_file(path: Path) -> list[Obj]:
-    """`read_objects` of a file, or of standard input when the path is `-`."""
+def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
+    """`read_objects` of a file, or of standard input when the path is `-`. `for_facts`: a
+    JSON file's objects hold only what the facts read (`bot.evidence.decoding`), for a
+    snapshot that is only diagnosed."""
     where = "stdin" if str(path) == "-" else str(path)
     try:
         raw = sys.stdin.buffer.read() if where == "stdin" else path.read_bytes()
     except OSError as exc:
         raise InputError(where, exc.strerror or str(exc)) from exc
     if raw.lstrip()[:1] in (b"{", b"["):
+        trimmed = decode_trimmed(raw) if for_facts else None
+        if trimmed is not None:
+            return _objects([trimmed], where)
         # Straight from the bytes: no decoded copy of a 300 MB file alongside them.
         return _objects([_json(raw, where)], where)
     return read_objects(raw.decode("utf-8", errors="replace"), where)

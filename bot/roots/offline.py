@@ -82,7 +82,7 @@ def read_inputs(
             if bundle.collected_at is not None:
                 collected = max(collected or bundle.collected_at, bundle.collected_at)
         else:
-            objects += read_objects_file(path)
+            objects += read_objects_file(path, for_facts=True)
     for log in kernel_logs:
         from bot.evidence.kernel import kernel_signals, read_log_file
 

@@ -1,0 +1,107 @@
+"""A snapshot file decoded trimmed to what the facts read gives the very facts the whole
+objects give: for every rule test's cluster (the shipped snapshots with each test's edits:
+crash loops, PDBs, finalizers, evictions, events, pending pods) and the seeded fleet. A part
+the facts start reading that `bot.evidence.decoding` does not declare fails here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import Settings
+from bot.evidence.collecting import collect_facts, resolve_signal_nodes
+from bot.evidence.decoding import decode_trimmed
+from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
+from bot.model import ClusterFacts, Signal
+from bot.roots.offline import build_case, rule_test_files
+from bot.rules.testing import load_test_file
+from gpusim.scenarios import FIXTURE_NOW, fleet_cluster
+from tests.helpers.paths import RULES
+
+SETTINGS = Settings()
+
+
+def _facts(snapshot: Snapshot, signals: list[Signal], now: Any) -> ClusterFacts:
+    return collect_facts(snapshot, resolve_signal_nodes(snapshot, signals), SETTINGS, now)
+
+
+def _both_ways(raw: dict[str, Any], tmp_path: Path) -> tuple[Snapshot, Snapshot]:
+    file = tmp_path / "snapshot.json"
+    file.write_text(json.dumps(raw))
+    whole = Snapshot.from_items(read_objects_file(file))
+    trimmed = Snapshot.from_items(read_objects_file(file, for_facts=True))
+    return whole, trimmed
+
+
+def _cases() -> list[tuple[str, Path, int]]:
+    found = []
+    for file in rule_test_files(RULES):
+        parsed, _ = load_test_file(file)
+        found += [
+            (f"{file.parent.name}/{file.name}:{t.name}", file, i)
+            for i, t in enumerate(parsed.tests)
+        ]
+    return found
+
+
+@pytest.mark.parametrize(
+    ("case", "file", "index"), _cases(), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_every_rule_tests_cluster_has_the_same_facts_trimmed(
+    case: str, file: Path, index: int, tmp_path: Path
+) -> None:
+    test = load_test_file(file)[0].tests[index]
+    snapshot, signals = build_case(test, file.parent, SETTINGS)
+    raw = {
+        "kind": "List",
+        "items": [
+            *snapshot.nodes,
+            *snapshot.pods,
+            *snapshot.events,
+            *snapshot.pdbs,
+            *snapshot.daemonsets,
+        ],
+    }
+    whole, trimmed = _both_ways(raw, tmp_path)
+    assert trimmed.pods == [] or trimmed.pods != whole.pods, "nothing was trimmed"
+    assert _facts(trimmed, signals, test.now) == _facts(whole, signals, test.now)
+
+
+def _by_pod(pod: dict[str, Any], address: str | None, ref: str = "") -> Signal:
+    """An exporter's alert naming its pod (or one the snapshot lacks), and maybe its address."""
+    ref = ref or f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    return Signal(
+        source="alertmanager",
+        name="GPUXidError",
+        node=address,
+        labels={"xid": "79"},
+        annotations={"gpubot.pods": ref},
+        fingerprint=ref + str(address),
+    )
+
+
+def test_the_fleet_snapshot_has_the_same_facts_trimmed(tmp_path: Path) -> None:
+    cluster, _ = fleet_cluster(40)
+    pods = [i for i in cluster["items"] if i["kind"] == "Pod"][::97]
+    signals = [_by_pod(p, None) for p in pods]
+    signals += [_by_pod(p, p["status"]["podIP"], "monitoring/gone") for p in pods]
+    whole, trimmed = _both_ways(cluster, tmp_path)
+    resolved = resolve_signal_nodes(trimmed, signals)
+    assert all(s.node and s.node.startswith(("gpu-", "cpu-")) for s in resolved)
+    assert resolved == resolve_signal_nodes(whole, signals)
+    facts = _facts(trimmed, signals, FIXTURE_NOW)
+    assert facts.nodes and any(n.blockers for n in facts.nodes.values())
+    assert facts == _facts(whole, signals, FIXTURE_NOW)
+
+
+def test_a_shape_the_trimmed_decoder_refuses_is_read_the_generic_way(tmp_path: Path) -> None:
+    cluster, _ = fleet_cluster(2)
+    pod = next(i for i in cluster["items"] if i["kind"] == "Pod")
+    pod["metadata"]["ownerReferences"] = "not a list"
+    assert decode_trimmed(json.dumps(cluster).encode()) is None
+    whole, read = _both_ways(cluster, tmp_path)
+    assert read.pods == whole.pods
+    assert _facts(read, [], FIXTURE_NOW) == _facts(parse_snapshot(cluster), [], FIXTURE_NOW)
