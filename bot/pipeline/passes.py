@@ -215,6 +215,12 @@ class DiagnosisPass:
             # means is only known after reading every node, so this pass reads everything.
             scope = None
             snapshot = read_snapshot(self.cluster)
+        if scope is None:
+            # A full pass finds every node's facts again, and no match of a node is reused
+            # once its facts are new objects: what the last pass kept (tens of MiB at 1,000
+            # nodes) would only be held beside this pass's snapshot and facts, at the peak.
+            self._facts_seen = {}
+            self._matches.clear()
         # Deliveries stored while the cluster was read join this pass: a node's alerts that
         # Alertmanager sent in separate groups at the same moment (an ECC error and the Xid
         # 48 it brings) are diagnosed together, not as two incidents one after the other.
@@ -226,6 +232,9 @@ class DiagnosisPass:
             signals = with_prometheus_xids(signals, self.gpu_evidence)
         facts = collect_facts(snapshot, signals, self.settings, now, self._reuse_for(scope))
         self._remember_facts(snapshot.nodes, facts.nodes, scope)
+        # The raw objects (the largest thing a full pass holds) are not read after the facts:
+        # freed now, not after the rules and the incidents, which take far longer.
+        del snapshot
         if scope is None:
             self.due_at = self._next_due(facts, now)
         # Other nodes' facts are as last found (or lack their pods): they count toward the
