@@ -105,6 +105,9 @@ class NodeMatches:
         for gone in self._by_node.keys() - set(names):
             del self._by_node[gone]
 
+    def clear(self) -> None:
+        self._by_node.clear()
+
 
 @dataclass
 class DiagnoseResult:

@@ -252,9 +252,7 @@ class SqlIncidents(Part, IncidentStore):
 
     def incident(self, incident_id: str) -> Incident:
         with self.db.tx() as tx:
-            row = tx.execute(
-                sa.select(incidents).where(incidents.c.id == int_id(incident_id))
-            ).first()
+            row = tx.execute(sa.select(*_HEAD).where(incidents.c.id == int_id(incident_id))).first()
         if row is None:
             raise NotFound(f"no incident {incident_id}")
         return _incident(row)
@@ -262,7 +260,7 @@ class SqlIncidents(Part, IncidentStore):
     def incidents(
         self, node: str | None = None, states: Sequence[IncidentState] = ()
     ) -> list[Incident]:
-        query = sa.select(incidents).order_by(incidents.c.id)
+        query = sa.select(*_HEAD).order_by(incidents.c.id)
         if node is not None:
             query = query.where(incidents.c.node == node)
         if states:
@@ -325,7 +323,7 @@ class SqlIncidents(Part, IncidentStore):
                     data={"from": current.value, "to": target.value, **dict(data or {})},
                 ),
             )
-            return _incident(tx.execute(sa.select(incidents).where(incidents.c.id == key)).one())
+            return _incident(tx.execute(sa.select(*_HEAD).where(incidents.c.id == key)).one())
 
     def set_chat_ref(self, incident_id: str, chat_ref: str) -> None:
         with self.db.tx() as tx:
@@ -367,6 +365,11 @@ class SqlIncidents(Part, IncidentStore):
         ]
 
 
+_HEAD = [c for c in incidents.c if c.name not in ("diagnosis", "signals")]
+"""What an `Incident` is read from: its diagnosis and signals are JSON that every pass would
+parse for each open incident (twice a pass) and never read (issue 18's one-node pass)."""
+
+
 def _incident(row: sa.Row[Any]) -> Incident:
     m = row._mapping
     return Incident(
@@ -390,7 +393,7 @@ def _incident(row: sa.Row[Any]) -> Incident:
 
 
 def _fetch(tx: Connection, key: Any) -> Incident:
-    return _incident(tx.execute(sa.select(incidents).where(incidents.c.id == key)).one())
+    return _incident(tx.execute(sa.select(*_HEAD).where(incidents.c.id == key)).one())
 
 
 def _append(tx: Connection, entry: TimelineEntry) -> None:
