@@ -105,10 +105,7 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
         "payload came from, for its errors",
         {"GPU {}: Xid {}", "GPU {}: {} ECC double-bit errors", "simulated Alertmanager"},
     ),
-    "bot/remediate/decisions.py": (
-        "a command line; the stored reason of a denial without one",
-        {"kubectl drain {}{}", "no reason given"},
-    ),
+    "bot/remediate/decisions.py": ("a command line", {"kubectl drain {}{}"}),
     "bot/remediate/executor.py": ("a node annotation", {"{} approved in gpubot"}),
     "bot/remediate/draining.py": (
         "kubectl drain's own words, kept as kubectl says them (docs/architecture.md, known gaps)",
@@ -148,11 +145,8 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
     ),
     "bot/incidents/digest.py": ("a code matched in stored text", {"superseded by incident"}),
     "bot/incidents/lifecycle.py": (
-        "an exception's text; the withdrawal the store keeps (docs/architecture.md, known gaps)",
-        {
-            "incident {}: cannot go from {} to {} (from {} it may go to: {})",
-            "incident {} was resolved at {}",
-        },
+        "an exception's text",
+        {"incident {}: cannot go from {} to {} (from {} it may go to: {})"},
     ),
 }
 """English literals in SPEAKING that are not said to a person in the chosen language, and why."""
