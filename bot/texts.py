@@ -199,6 +199,43 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "gate.pass": {EN: "passed", ZH: "通过"},
     "gate.fail": {EN: "failed", ZH: "未通过"},
     "gate.not_run": {EN: "not run", ZH: "未运行"},
+    # -- the GPU smoke test's findings (`bot.remediate.smoke_test`); blanks hold what
+    # Kubernetes and nvidia-smi said, as they said it
+    "smoke.no_count": {
+        EN: "no GPU count to test against",
+        ZH: "没有可对照的 GPU 数量",
+    },
+    "smoke.not_created": {
+        EN: "smoke-test pod not created: {error}",
+        ZH: "未能创建冒烟测试 Pod：{error}",
+    },
+    "smoke.deleted": {EN: "the smoke-test pod was deleted", ZH: "冒烟测试 Pod 已被删除"},
+    "smoke.timed_out": {
+        EN: "the smoke-test pod did not finish within {seconds}s: {state}",
+        ZH: "冒烟测试 Pod 未在 {seconds} 秒内结束：{state}",
+    },
+    "smoke.timed_out_read": {
+        EN: "the smoke-test pod did not finish within {seconds}s: {state}; last read failed: "
+        "{error}",
+        ZH: "冒烟测试 Pod 未在 {seconds} 秒内结束：{state}；最后一次读取失败：{error}",
+    },
+    "smoke.passed": {
+        EN: "nvidia-smi -L listed all {count} GPUs ({models})",
+        ZH: "nvidia-smi -L 列出了全部 {count} 块 GPU（{models}）",
+    },
+    "smoke.missing": {
+        EN: "nvidia-smi -L listed {listed} of {count} GPUs, missing GPU {missing}; exit code "
+        "{code}",
+        ZH: "nvidia-smi -L 只列出 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}；退出码 "
+        "{code}",
+    },
+    "smoke.missing_said": {
+        EN: "nvidia-smi -L listed {listed} of {count} GPUs, missing GPU {missing}; exit code "
+        "{code}; {output}",
+        ZH: "nvidia-smi -L 只列出 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}；退出码 "
+        "{code}；{output}",
+    },
+    "smoke.exit_said": {EN: "exit code {code}; {output}", ZH: "退出码 {code}；{output}"},
     "gate.smoke_missing": {
         EN: "nvidia-smi -L listed {listed} of the node's {count} GPUs, missing GPU {missing}",
         ZH: "nvidia-smi -L 只列出节点 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}",
