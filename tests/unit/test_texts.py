@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import ast
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from string import Formatter
 from typing import get_args
 
 import pytest
 
+from bot.incidents.lifecycle import supersession, withdrawal, withdrawal_text
 from bot.model import IncidentState, Lang, Stage, TimelineKind
 from bot.texts import KINDS, STAGES, STATES, TEXTS, say
 
@@ -242,3 +244,29 @@ def test_what_speaks_to_people_says_it_through_the_catalogue(path: str) -> None:
     _why, allowed = NOT_FOR_PEOPLE.get(path, ("", set()))
     assert found - allowed == set(), f"{path}: English outside bot.texts"
     assert allowed - found == set(), f"{path}: NOT_FOR_PEOPLE names text that is gone"
+
+
+# ---- sentences the store keeps in English ---------------------------------------------------
+
+
+def test_a_stored_withdrawal_reads_as_before_in_english_and_in_chinese_under_zh() -> None:
+    """The store's withdrawals are unchanged in English (what older rows hold, what an English
+    reader sees); under zh the same stored text is said in Chinese."""
+    at = datetime(2026, 12, 2, 3, 5, tzinfo=UTC)
+    gone = withdrawal("7", at, "the symptom is gone")
+    taken = supersession("7", at, "gpu-fell-off-bus", "GPU 3 (a) fell off the bus", "gpu-short")
+
+    assert gone == "incident 7 was resolved at 2026-12-02 03:05:00 UTC: the symptom is gone"
+    assert taken == (
+        "incident 7 was superseded at 2026-12-02 03:05:00 UTC by a better diagnosis: "
+        "gpu-fell-off-bus (GPU 3 (a) fell off the bus), replacing gpu-short"
+    )
+    assert withdrawal_text(gone, Lang.EN) == gone and withdrawal_text(taken, Lang.EN) == taken
+    assert withdrawal_text(gone, Lang.ZH) == (
+        "事件 7 已于 2026-12-02 03:05:00 UTC 解决：the symptom is gone"
+    )
+    assert withdrawal_text(taken, Lang.ZH) == (
+        "事件 7 已于 2026-12-02 03:05:00 UTC 被更准确的诊断 gpu-fell-off-bus"
+        "（GPU 3 (a) fell off the bus）取代，替换了 gpu-short"
+    )
+    assert withdrawal_text("a note of someone's own", Lang.ZH) == "a note of someone's own"
