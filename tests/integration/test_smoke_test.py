@@ -17,7 +17,7 @@ import pytest
 from bot.config import Settings, SmokeTestSettings
 from bot.errors import PermanentError
 from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, health_gate
+from bot.evidence.gate import ExternalEvidence, failing_text, health_gate
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshots import Snapshot
 from bot.kube.cluster import KubeCluster
@@ -442,6 +442,10 @@ def test_under_zh_the_gates_smoke_test_item_says_what_it_found_in_chinese(sim: S
     ), zh
     assert "Unable to determine the device handle for GPU 0000:4E:00.0" in zh
     assert smoke.line(Lang.EN) == f"gpu-smoke-test: {ran.reason}"
+    # What the thread and the leader's follow-up say of a gate that does not pass.
+    assert "GPU 冒烟测试：nvidia-smi -L 只列出 8 块 GPU 中的 7 块" in (
+        failing_text(gate.failing, Lang.ZH)
+    )
 
 
 def test_under_zh_a_passing_smoke_test_says_so_in_chinese(sim: Sim) -> None:
