@@ -13,6 +13,9 @@ then renders a sentence; a rendered sentence changes with the language.
 
 from __future__ import annotations
 
+import re
+from string import Formatter
+
 from bot.model import IncidentState, Lang, Stage
 
 EN, ZH = Lang.EN, Lang.ZH
@@ -196,6 +199,43 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "gate.pass": {EN: "passed", ZH: "通过"},
     "gate.fail": {EN: "failed", ZH: "未通过"},
     "gate.not_run": {EN: "not run", ZH: "未运行"},
+    # -- the GPU smoke test's findings (`bot.remediate.smoke_test`); blanks hold what
+    # Kubernetes and nvidia-smi said, as they said it
+    "smoke.no_count": {
+        EN: "no GPU count to test against",
+        ZH: "没有可对照的 GPU 数量",
+    },
+    "smoke.not_created": {
+        EN: "smoke-test pod not created: {error}",
+        ZH: "未能创建冒烟测试 Pod：{error}",
+    },
+    "smoke.deleted": {EN: "the smoke-test pod was deleted", ZH: "冒烟测试 Pod 已被删除"},
+    "smoke.timed_out": {
+        EN: "the smoke-test pod did not finish within {seconds}s: {state}",
+        ZH: "冒烟测试 Pod 未在 {seconds} 秒内结束：{state}",
+    },
+    "smoke.timed_out_read": {
+        EN: "the smoke-test pod did not finish within {seconds}s: {state}; last read failed: "
+        "{error}",
+        ZH: "冒烟测试 Pod 未在 {seconds} 秒内结束：{state}；最后一次读取失败：{error}",
+    },
+    "smoke.passed": {
+        EN: "nvidia-smi -L listed all {count} GPUs ({models})",
+        ZH: "nvidia-smi -L 列出了全部 {count} 块 GPU（{models}）",
+    },
+    "smoke.missing": {
+        EN: "nvidia-smi -L listed {listed} of {count} GPUs, missing GPU {missing}; exit code "
+        "{code}",
+        ZH: "nvidia-smi -L 只列出 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}；退出码 "
+        "{code}",
+    },
+    "smoke.missing_said": {
+        EN: "nvidia-smi -L listed {listed} of {count} GPUs, missing GPU {missing}; exit code "
+        "{code}; {output}",
+        ZH: "nvidia-smi -L 只列出 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}；退出码 "
+        "{code}；{output}",
+    },
+    "smoke.exit_said": {EN: "exit code {code}; {output}", ZH: "退出码 {code}；{output}"},
     "gate.smoke_missing": {
         EN: "nvidia-smi -L listed {listed} of the node's {count} GPUs, missing GPU {missing}",
         ZH: "nvidia-smi -L 只列出节点 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}",
@@ -239,6 +279,21 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "该请求已失效：{why}",
     },
     "decide.denied_before": {EN: "{who} denied this: {detail}", ZH: "{who} 已拒绝：{detail}"},
+    "decide.no_reason": {EN: "no reason given", ZH: "未说明理由"},
+    # -- why a request will never act, as the store keeps it (`bot.incidents.lifecycle`) --
+    "withdrawal.resolved": {
+        EN: "incident {incident} was resolved at {when}",
+        ZH: "事件 {incident} 已于 {when} 解决",
+    },
+    "withdrawal.resolved_why": {
+        EN: "incident {incident} was resolved at {when}: {why}",
+        ZH: "事件 {incident} 已于 {when} 解决：{why}",
+    },
+    "withdrawal.superseded": {
+        EN: "incident {incident} was superseded at {when} by a better diagnosis: {rule} "
+        "({title}), replacing {previous}",
+        ZH: "事件 {incident} 已于 {when} 被更准确的诊断 {rule}（{title}）取代，替换了 {previous}",
+    },
     "decide.voted_before": {EN: "{who} already approved this", ZH: "{who} 已经批准过了"},
     "exec.leader_runs_it": {EN: "{message}; the leader runs it", ZH: "{message}；由主副本执行"},
     "exec.already_executed": {EN: "already executed{state}", ZH: "已执行过{state}"},
@@ -649,6 +704,18 @@ KINDS: dict[str, dict[Lang, str]] = {
 def say(lang: Lang, key: str, **values: object) -> str:
     """The sentence `key` in `lang`, filled in."""
     return TEXTS[key][lang].format(**values)
+
+
+def said_in_english(key: str, text: str) -> dict[str, str] | None:
+    """The values that fill `key`'s English sentence to make `text`, or None if it is not that
+    sentence: a sentence the store keeps in English (no migration for a code beside it, and
+    rows written before), read back to be said again in the reader's language."""
+    pattern = "".join(
+        re.escape(literal) + (f"(?P<{name}>.*?)" if name is not None else "")
+        for literal, name, _, _ in Formatter().parse(TEXTS[key][EN])
+    )
+    found = re.fullmatch(pattern, text, re.DOTALL)
+    return found.groupdict() if found is not None else None
 
 
 def stage_name(stage: Stage, lang: Lang) -> str:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from bot.errors import GpubotError
 from bot.model import IncidentState as S
-from bot.model import TimelineEntry
+from bot.model import Lang, TimelineEntry
+from bot.texts import said_in_english, say
 
 TRANSITIONS: dict[S, frozenset[S]] = {
     S.OPEN: frozenset({S.DIAGNOSED, S.RESOLVED}),
@@ -73,7 +74,39 @@ def check(incident: str, current: S, target: S) -> None:
         raise IllegalTransition(incident, current, target)
 
 
+def _when(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+# The store keeps these in English; `withdrawal_text` says them again in the reader's language.
+_WITHDRAWALS = ("withdrawal.superseded", "withdrawal.resolved_why", "withdrawal.resolved")
+
+
 def withdrawal(incident: str, resolved_at: datetime, why: str = "") -> str:
-    """Why a request of a resolved incident will never act: what a vote on it is told."""
-    when = f"{resolved_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
-    return f"incident {incident} was resolved at {when}" + (f": {why}" if why else "")
+    """Why a request of a resolved incident will never act, as the store keeps it."""
+    key = "withdrawal.resolved_why" if why else "withdrawal.resolved"
+    return say(Lang.EN, key, incident=incident, when=_when(resolved_at), why=why)
+
+
+def supersession(incident: str, at: datetime, rule: str, title: str, previous: str) -> str:
+    """Why a request of an incident a better diagnosis took over will never act, as the store
+    keeps it."""
+    return say(
+        Lang.EN,
+        "withdrawal.superseded",
+        incident=incident,
+        when=_when(at),
+        rule=rule,
+        title=title,
+        previous=previous,
+    )
+
+
+def withdrawal_text(detail: str, lang: Lang) -> str:
+    """A withdrawn request's stored detail as a person reads it in `lang`; a detail that is
+    none of gpubot's withdrawals as it is."""
+    for key in _WITHDRAWALS:
+        values = said_in_english(key, detail)
+        if values is not None:
+            return say(lang, key, **values)
+    return detail

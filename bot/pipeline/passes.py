@@ -26,6 +26,7 @@ from bot.errors import RuleError, StateChanged
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
 from bot.evidence.live import read_scoped, read_snapshot
 from bot.evidence.metrics import GpuEvidence
+from bot.incidents.lifecycle import withdrawal_text
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.objects import Obj, meta, name_of
 from bot.model import (
@@ -653,7 +654,8 @@ class DiagnosisPass:
                 and execution.outcome == "withdrawn"
                 and execution.finished_at == done.resolved_at
             ):
-                self.chat.withdraw(done, request, execution.detail)
+                why = withdrawal_text(execution.detail, self.settings.lang)
+                self.chat.withdraw(done, request, why)
         if not summary:
             self.chat.post_thread(done, say(self.settings.lang, "pass.resolved", why=why))
             return done

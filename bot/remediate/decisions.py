@@ -22,8 +22,16 @@ from typing import Literal
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import IllegalTransition, withdrawal
-from bot.model import Action, ActionRequest, IncidentState, TimelineEntry, TimelineKind, Vote
+from bot.incidents.lifecycle import IllegalTransition, withdrawal, withdrawal_text
+from bot.model import (
+    Action,
+    ActionRequest,
+    IncidentState,
+    Lang,
+    TimelineEntry,
+    TimelineKind,
+    Vote,
+)
 from bot.names import GPUBOT
 from bot.ports import Execution, Store
 from bot.remediate.approvals import decide, deny_refusal
@@ -62,6 +70,16 @@ class Outcome:
 
 Notify = Callable[[TimelineEntry], None]
 GroupsOf = Callable[[str], set[str]]
+
+
+# Stored in English, as denials before it were: `denial_reason` says it in the reader's.
+_NO_REASON = say(Lang.EN, "decide.no_reason")
+
+
+def denial_reason(detail: str, lang: Lang) -> str:
+    """A denial's stored reason as a person reads it in `lang`: the default in `lang`, a
+    reason someone gave as they gave it."""
+    return say(lang, "decide.no_reason") if detail == _NO_REASON else detail
 
 
 def command_for(request: ActionRequest) -> str:
@@ -149,7 +167,7 @@ class Decisions:
                 self.settings.lang,
                 "decide.denied_before",
                 who=decided.executor,
-                detail=decided.detail,
+                detail=denial_reason(decided.detail, self.settings.lang),
             )
             return Outcome(request_id, "not-allowed", denied)
         now = self.clock()
@@ -231,7 +249,7 @@ class Decisions:
             return Outcome(request_id, "not-allowed", refused)
         now = self.clock()
         # One statement, born finished: never a half-written row a restart could "resume".
-        if not self.store.record_denial(request_id, who, reason or "no reason given", now):
+        if not self.store.record_denial(request_id, who, reason or _NO_REASON, now):
             done = self.store.execution(request_id)
             if done is not None and done.outcome == "denied":
                 already = say(self.settings.lang, "decide.already_denied", who=done.executor)
@@ -270,7 +288,8 @@ class Decisions:
             self.store.record_withdrawal(request.id, why, self.clock())
         else:
             return None
-        invalid = say(self.settings.lang, "decide.no_longer_valid", why=why)
+        lang = self.settings.lang
+        invalid = say(lang, "decide.no_longer_valid", why=withdrawal_text(why, lang))
         return Outcome(request.id, "withdrawn", invalid)
 
     def approvers_enough(self, request: ActionRequest) -> list[str] | None:

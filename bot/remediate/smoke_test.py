@@ -45,7 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,7 +54,7 @@ from bot.config import SmokeTestSettings
 from bot.errors import AlreadyExists, GpubotError, NotFound, TemporaryError
 from bot.evidence.gate import ExternalEvidence, GateResult, Verdict, health_gate
 from bot.kube.objects import spec_of, status_of
-from bot.model import ClusterFacts, NodeFacts
+from bot.model import ClusterFacts, Lang, NodeFacts
 from bot.names import (
     GPUBOT,
     INCIDENT_ANNOTATION,
@@ -64,6 +64,7 @@ from bot.names import (
     SMOKE_TEST_LABEL,
 )
 from bot.ports import Cluster
+from bot.texts import say
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 _NAME_PREFIX = "gpubot-smoke-"
 _GPU_LINE = re.compile(r"^GPU (\d+): (.*?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)\s*$")
 _FINISHED = ("Succeeded", "Failed")
+_PLAIN_END = ("Completed", "Error")  # a container's end that says no more than its exit code
 
 
 @dataclass(frozen=True)
@@ -116,10 +118,20 @@ class SmokeTest:
     output: str = ""
     left_behind: str | None = None
     """Why the pod could not be deleted afterwards (None: deleted, or never created)."""
+    key: str = ""
+    """`reason`'s sentence in `bot.texts`, filled in with `values`; none for a reason that is
+    only the evidence's own words (the kubelet's rejection) or that joins several findings."""
+    values: dict[str, str] = field(default_factory=dict)
 
     @property
     def missing(self) -> tuple[int, ...]:
         return tuple(i for i in range(self.expected) if i not in self.listed)
+
+
+def _said(key: str, **values: object) -> dict[str, Any]:
+    """A reason and its sentence, as `SmokeTest` keeps them (`replace(result, **_said(...))`)."""
+    shown = {k: str(v) for k, v in values.items()}
+    return {"reason": say(Lang.EN, key, **shown), "key": key, "values": shown}
 
 
 def _pod_name(node: str) -> str:
@@ -208,7 +220,7 @@ def run_smoke_test(
     0 .. `expected_gpus`-1 are all listed; a pod that failed, was rejected or did not finish in
     time fails with the reason; one that could not be created or watched is "unknown"."""
     if expected_gpus < 1:
-        return SmokeTest(node, "", expected_gpus, "unknown", "no GPU count to test against")
+        return SmokeTest(node, "", expected_gpus, "unknown", **_said("smoke.no_count"))
     body = smoke_test_pod(
         node,
         incident,
@@ -221,15 +233,19 @@ def run_smoke_test(
     try:
         cluster.create("Pod", namespace, body)
     except AlreadyExists as exc:  # the name is taken: not our pod, so not ours to delete
-        return SmokeTest(node, name, expected_gpus, "unknown", f"smoke-test pod not created: {exc}")
+        return SmokeTest(
+            node, name, expected_gpus, "unknown", **_said("smoke.not_created", error=exc)
+        )
     except TemporaryError as exc:
         # The API may have created it before the answer was lost: clean up all the same.
         result = SmokeTest(
-            node, name, expected_gpus, "unknown", f"smoke-test pod not created: {exc}"
+            node, name, expected_gpus, "unknown", **_said("smoke.not_created", error=exc)
         )
         return replace(result, left_behind=_delete(cluster, namespace, name))
     except GpubotError as exc:
-        return SmokeTest(node, name, expected_gpus, "unknown", f"smoke-test pod not created: {exc}")
+        return SmokeTest(
+            node, name, expected_gpus, "unknown", **_said("smoke.not_created", error=exc)
+        )
     try:
         result = _await(
             cluster, node, namespace, name, expected_gpus, timeout_s, poll_s, clock, sleep
@@ -258,23 +274,21 @@ def _await(
             pod = cluster.get("Pod", namespace, name)
             trouble = ""
         except NotFound:
-            return SmokeTest(node, name, expected, "unknown", "the smoke-test pod was deleted")
+            return SmokeTest(node, name, expected, "unknown", **_said("smoke.deleted"))
         except GpubotError as exc:
-            trouble = f"; last read failed: {exc}"
+            trouble = str(exc)
         phase = str(status_of(pod).get("phase") or "Pending")
         if phase in _FINISHED:
             return _judge(cluster, node, namespace, name, expected, pod)
         remaining = deadline - clock()
         if remaining <= 0:
-            return SmokeTest(
-                node,
-                name,
-                expected,
-                "fail",
-                f"the smoke-test pod did not finish within {timeout_s:g}s: "
-                f"{_describe_waiting(pod)}{trouble}",
-                phase=phase,
+            waited = {"seconds": f"{timeout_s:g}", "state": _describe_waiting(pod)}
+            said = (
+                _said("smoke.timed_out_read", **waited, error=trouble)
+                if trouble
+                else _said("smoke.timed_out", **waited)
             )
+            return SmokeTest(node, name, expected, "fail", phase=phase, **said)
         sleep(min(poll_s, remaining))
 
 
@@ -317,11 +331,8 @@ def _judge(
     result = SmokeTest(node, name, expected, "fail", "", listed, phase, exit_code, output)
     if phase == "Succeeded" and not missing:
         models = sorted({g.name for g in gpus})
-        return replace(
-            result,
-            outcome="pass",
-            reason=f"nvidia-smi -L listed all {expected} GPUs ({', '.join(models)})",
-        )
+        said = _said("smoke.passed", count=expected, models=", ".join(models))
+        return replace(result, outcome="pass", **said)
     reasons: list[str] = []
     if gpus or (terminated and not errors):
         gone = ", ".join(str(i) for i in missing)
@@ -335,13 +346,49 @@ def _judge(
     if terminated:
         ended = f"exit code {exit_code}"
         why = [str(terminated[k]) for k in ("reason", "message") if terminated.get(k)]
-        if why and why[0] not in ("Completed", "Error"):
+        if why and why[0] not in _PLAIN_END:
             ended += f" ({': '.join(why)})"
         reasons.append(ended)
     reasons += errors[:3]
     if log_error:
         reasons.append(log_error)
+    judged = _judged(listed, expected, missing, status, terminated, exit_code, errors, log_error)
+    if judged is not None:
+        return replace(result, **judged)
     return replace(result, reason="; ".join(reasons) or f"the smoke-test pod {phase}")
+
+
+def _judged(
+    listed: tuple[int, ...],
+    expected: int,
+    missing: list[int],
+    status: dict[str, Any],
+    terminated: dict[str, Any],
+    exit_code: object,
+    errors: list[str],
+    log_error: str,
+) -> dict[str, Any] | None:
+    """The catalogue's sentence for the failures a repair meets (GPUs missing from the listing,
+    nvidia-smi ending with an error of its own), nvidia-smi's lines as it printed them; None
+    for any other mix of findings, which stays in the English `_judge` joins."""
+    why = [str(terminated[k]) for k in ("reason", "message") if terminated.get(k)]
+    if not terminated or status.get("reason") or log_error or (why and why[0] not in _PLAIN_END):
+        return None
+    output = {"output": "; ".join(errors[:3])} if errors else {}
+    key = "_said" if errors else ""
+    if missing and listed:
+        gone = ", ".join(str(i) for i in missing)
+        return _said(
+            f"smoke.missing{key}",
+            listed=len(listed),
+            count=expected,
+            missing=gone,
+            code=exit_code,
+            **output,
+        )
+    if not listed and errors:
+        return _said("smoke.exit_said", code=exit_code, **output)
+    return None
 
 
 def _delete(cluster: Cluster, namespace: str, name: str) -> str | None:
@@ -413,11 +460,27 @@ class SmokeTests:
     ) -> GateResult:
         """The health gate with the smoke test required: a recent result, or one run now
         when it is the only item the gate still lacks."""
-        evidence = replace(evidence, require_smoke_test=True, smoke_test=self.recent(node.name))
+        recent = self.recent(node.name)
+        evidence = replace(evidence, require_smoke_test=True, smoke_test=recent)
         result = health_gate(node, facts, evidence, gpu_resource)
         others = [i for i in result.failing if i.name != "gpu-smoke-test"]
-        if evidence.smoke_test is not None or others:
-            return result
+        if recent is not None or others:
+            return _in_its_words(result, recent)
         expected = node.gpu.expected if node.gpu is not None else 0
         ran = self.run(node.name, expected)
-        return health_gate(node, facts, replace(evidence, smoke_test=ran), gpu_resource)
+        gated = health_gate(node, facts, replace(evidence, smoke_test=ran), gpu_resource)
+        return _in_its_words(gated, ran)
+
+
+def _in_its_words(result: GateResult, smoke: SmokeTest | None) -> GateResult:
+    """The gate's smoke-test item with the test's sentence, so that a person reads it in their
+    language: the gate passes the test's reason on as it is, knowing only `SmokeResult`."""
+    if smoke is None or not smoke.key:
+        return result
+    items = [
+        replace(i, key=smoke.key, values=dict(smoke.values))
+        if i.name == "gpu-smoke-test" and not i.key and i.reason == smoke.reason
+        else i
+        for i in result.items
+    ]
+    return replace(result, items=items)

@@ -22,7 +22,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import check, withdrawal
+from bot.incidents.lifecycle import check, supersession, withdrawal
 from bot.model import (
     Diagnosis,
     Incident,
@@ -181,8 +181,7 @@ class SqlIncidents(Part, IncidentStore):
         _withdraw_undecided(
             tx,
             key,
-            f"incident {key} was superseded at {now:%Y-%m-%d %H:%M:%S} UTC by a better "
-            f"diagnosis: {diagnosis.rule} ({diagnosis.title}), replacing {previous}",
+            supersession(str(key), now, diagnosis.rule, diagnosis.title, previous),
             now,
         )
         tx.execute(

@@ -171,3 +171,24 @@ def _xid79_cordon_request(bot: Bot) -> tuple[str, str]:
     [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a3"]
     requests = bot.store.requests(incident.id)
     return incident.id, requests[0].id
+
+
+def test_a_denial_without_a_reason_is_told_in_chinese_to_a_late_voter(bot: Bot) -> None:
+    """The reason stored for a denial without one ("no reason given") reached people in
+    English under zh."""
+    _, drain = _xid79(bot)
+    bot.service.settings.lang = Lang.ZH
+
+    assert bot.service.deny(drain, "bob").status == "denied"
+    late = bot.service.approve(drain, "alice")
+
+    assert (late.status, late.message) == ("not-allowed", "bob 已拒绝：未说明理由")
+
+
+def test_a_denial_without_a_reason_still_reads_no_reason_given_in_english(bot: Bot) -> None:
+    _, drain = _xid79(bot)
+
+    assert bot.service.deny(drain, "bob").status == "denied"
+    late = bot.service.approve(drain, "alice")
+
+    assert late.message == "bob denied this: no reason given"

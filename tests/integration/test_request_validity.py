@@ -26,7 +26,7 @@ from rich.console import Console
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings, Thresholds
 from bot.evidence.gate import ExternalEvidence
-from bot.model import Action, ActionRequest, Incident, IncidentState, Signal
+from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
 from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
@@ -72,8 +72,18 @@ class Bot:
 
 @pytest.fixture
 def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
+    yield from _bot(sim_cluster, tmp_path, Lang.EN)
+
+
+@pytest.fixture
+def zh_bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
+    yield from _bot(sim_cluster, tmp_path, Lang.ZH)
+
+
+def _bot(sim_cluster: Any, tmp_path: Path, lang: Lang) -> Iterator[Bot]:
     server, cluster = sim_cluster
     settings = Settings(
+        lang=lang,
         remediation=Remediation(
             approvals=ApprovalPolicy(cordon=ONE_PERSON, drain=ONE_PERSON, uncordon=ONE_PERSON)
         ),
@@ -240,3 +250,31 @@ def test_gpubot_approve_on_a_superseded_request_exits_2_and_says_why(
     assert f"incident {right.id} was superseded" in said
     assert bot.store.votes(cordon.id) == []
     assert not bot.cordoned("gpu-a2")
+
+
+def test_under_zh_a_vote_on_a_superseded_request_is_told_why_in_chinese(zh_bot: Bot) -> None:
+    """The withdrawal the store wrote ("incident N was superseded at … by a better
+    diagnosis: …") reached the voter in English under zh."""
+    early, _right, cordon = _superseded(zh_bot)
+
+    outcome = zh_bot.service.approve(cordon.id, "alice")
+
+    assert outcome.status == "withdrawn"
+    assert outcome.message.startswith(f"该请求已失效：事件 {early.id} 已于 "), outcome.message
+    assert "被更准确的诊断 gpu-fell-off-bus" in outcome.message, outcome.message
+    assert "superseded" not in outcome.message and "better diagnosis" not in outcome.message
+
+
+def test_under_zh_the_thread_and_a_late_vote_say_in_chinese_when_the_incident_was_resolved(
+    zh_bot: Bot,
+) -> None:
+    early, _ = zh_bot.xid79_seen_by_the_watch_first()
+    cordon = zh_bot.cordon_request(early)
+    zh_bot.service.resolve(early.id, "症状已消失")
+
+    shown = zh_bot.out.getvalue()
+    assert f"事件 {early.id} 已于 " in shown and "解决：症状已消失" in shown, shown
+    assert "was resolved at" not in shown
+    outcome = zh_bot.service.approve(cordon.id, "alice")
+    assert outcome.message.startswith(f"该请求已失效：事件 {early.id} 已于 "), outcome.message
+    assert outcome.message.endswith(" UTC 解决：症状已消失"), outcome.message

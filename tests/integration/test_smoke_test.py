@@ -17,11 +17,11 @@ import pytest
 from bot.config import Settings, SmokeTestSettings
 from bot.errors import PermanentError
 from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, health_gate
+from bot.evidence.gate import ExternalEvidence, failing_text, health_gate
 from bot.evidence.live import read_snapshot
 from bot.evidence.snapshots import Snapshot
 from bot.kube.cluster import KubeCluster
-from bot.model import ClusterFacts
+from bot.model import ClusterFacts, Lang
 from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
 from bot.remediate.nodes import add_taint, cordon
 from bot.remediate.smoke_test import (
@@ -419,3 +419,58 @@ def test_the_executors_gate_runs_the_pod_once_the_rest_passes_and_reuses_a_recen
         "gpu-smoke-test": "unknown",
     }
     assert len(sim.created) == 2 and sim.smoke_pods() == []
+
+
+def test_under_zh_the_gates_smoke_test_item_says_what_it_found_in_chinese(sim: Sim) -> None:
+    """The smoke test's own words ("nvidia-smi -L listed 7 of 8 GPUs, missing GPU 3; exit code
+    …") were English in the gate's failing items under zh; nvidia-smi's own line stays as it
+    printed it."""
+    inject(sim.store, "xid", NODE, datetime.now(UTC), code=79, gpu=3)
+    sim.take_out_of_service()
+    settings = SmokeTestSettings(enabled=True, timeout_s=30, max_age_s=600)
+    now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    tests = SmokeTests(sim, settings, lambda: now, sleep=Ticks(sim.controllers).sleep)
+    ran = tests.run(NODE, 8)
+
+    facts = sim.facts()
+    gate = tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu")
+
+    [smoke] = [i for i in gate.failing if i.name == "gpu-smoke-test"]
+    zh = smoke.line(Lang.ZH)
+    assert zh.startswith(
+        "GPU 冒烟测试：nvidia-smi -L 只列出 8 块 GPU 中的 7 块，缺少 GPU 3；退出码 15；"
+    ), zh
+    assert "Unable to determine the device handle for GPU 0000:4E:00.0" in zh
+    assert smoke.line(Lang.EN) == f"gpu-smoke-test: {ran.reason}"
+    # What the thread and the leader's follow-up say of a gate that does not pass.
+    assert "GPU 冒烟测试：nvidia-smi -L 只列出 8 块 GPU 中的 7 块" in (
+        failing_text(gate.failing, Lang.ZH)
+    )
+
+
+def test_under_zh_a_passing_smoke_test_says_so_in_chinese(sim: Sim) -> None:
+    sim.take_out_of_service()
+    settings = SmokeTestSettings(enabled=True, timeout_s=30, max_age_s=600)
+    now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    tests = SmokeTests(sim, settings, lambda: now, sleep=Ticks(sim.controllers).sleep)
+
+    facts = sim.facts()
+    gate = tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu")
+
+    [smoke] = [i for i in gate.items if i.name == "gpu-smoke-test"]
+    assert smoke.text(Lang.ZH) == "nvidia-smi -L 列出了全部 8 块 GPU（NVIDIA A100-SXM4-80GB）"
+    assert smoke.text(Lang.EN) == "nvidia-smi -L listed all 8 GPUs (NVIDIA A100-SXM4-80GB)"
+
+
+def test_under_zh_a_smoke_test_that_could_not_start_says_so_in_chinese(sim: Sim) -> None:
+    sim.take_out_of_service()
+    facts = sim.facts()
+    sim.server.stop()
+    settings = SmokeTestSettings(enabled=True, timeout_s=30, max_age_s=600)
+    now = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    tests = SmokeTests(sim, settings, lambda: now, sleep=Ticks(None).sleep)
+
+    gate = tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu")
+
+    [smoke] = [i for i in gate.failing if i.name == "gpu-smoke-test"]
+    assert smoke.text(Lang.ZH).startswith("未能创建冒烟测试 Pod：create Pod gpubot/"), smoke
