@@ -51,7 +51,8 @@ def child(role: str, url: str) -> None:
     started = time.perf_counter()
     if role == "naive":
         informers = [
-            Informer(cluster, kind, lambda old, new: None) for kind in ("Node", "Pod", "Event")
+            Informer(cluster, kind, lambda old, new: None, project=lambda obj: obj)
+            for kind in ("Node", "Pod", "Event")
         ]
     else:
         informers = KubeSignals(cluster, lambda signal: None).informers
