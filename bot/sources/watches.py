@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _WATCHED_SIGNALS = ("MIGConfigStateChanged", "DriverVersionChanged", "DriverUpgradeStateChanged")
-"""The signal each of WATCHED_LABELS changing is, in its order."""
+"""The signal each of `bot.sources.trimmed.WATCHED_LABELS` changing is, in its order."""
 
 
 def _signal(
@@ -195,7 +195,11 @@ class Informer(Generic[T]):
         return sys.intern(namespace_of(obj)), name_of(obj)
 
     def sync(self) -> None:
-        """List, and report every difference from the cache (all objects, the first time)."""
+        """List, and report every difference from the cache (all objects, the first time).
+
+        Each object is reported as its page arrives. A list that fails halfway leaves the
+        cache as it was: the next one reports those changes again, with the same
+        fingerprints, which the store keeps once."""
         fresh: dict[tuple[str, str], T] = {}
 
         def each(obj: Obj) -> None:
