@@ -197,10 +197,10 @@ class Informer(Generic[T]):
     def sync(self) -> None:
         """List, and report every difference from the cache (all objects, the first time).
 
-        Each object is reported as its page arrives. A list that fails halfway leaves the
-        cache as it was: the next one reports those changes again, with the same
-        fingerprints, which the store keeps once."""
+        Only once the whole list is read: one that fails halfway reports nothing and leaves
+        the cache as it was, so the next one does not report a change twice."""
         fresh: dict[tuple[str, str], T] = {}
+        changed: list[tuple[T | None, T]] = []
 
         def each(obj: Obj) -> None:
             key = self._key(obj)
@@ -208,16 +208,19 @@ class Informer(Generic[T]):
             old = self.cache.get(key)
             # Equal after projection means the same resourceVersion: nothing changed.
             if old is None or old != item:
-                self.handler(old, item)
+                changed.append((old, item))
             if self.keep(item):
                 fresh[key] = item
 
         _, version = self.cluster.list_versioned(
             self.kind, self.namespace, self.label_selector, self.field_selector, each
         )
-        for key, old in self.cache.items():
+        for old, item in changed:
+            self.handler(old, item)
+        changed.clear()
+        for key, gone in self.cache.items():
             if key not in fresh:
-                self.handler(old, None)
+                self.handler(gone, None)
         self.cache = fresh
         self.resource_version = version
         self.relists += 1
