@@ -1,12 +1,18 @@
 """Resident memory of gpubot's watch caches for a 5,000-node, 100,000-pod cluster.
 
-    python benchmarks/watch_memory.py [--nodes 5000] [--pods-per-node 13]
+    python benchmarks/watch_memory.py [--nodes 5000] [--pods-per-node 13] [--rounds 3]
+                                      [--peer-tree DIR] [--url URL]
 
-The simulated cluster runs in its own process (`gpubot sim serve`). Each side runs in a
-process of its own too, so each RSS figure is that side's alone: informers that cache whole
-API objects, as a naive informer does (the peer), and gpubot's, which trim every object as
-its page arrives and cache only GPU-relevant pods. Prints, per side, the resident memory the
-caches add after the initial sync, the peak RSS of the process, and the ratio.
+The simulated cluster runs in its own process (`gpubot sim serve`, or the one `--url` names).
+Each side runs in a process of its own too, so each RSS figure is that side's alone:
+informers that cache whole API objects, as a naive informer does (the peer), and gpubot's.
+With `--peer-tree`, gpubot's watches as another checkout has them (main's, from
+`git worktree add`) run as a third side, with that checkout's `bot` on the path. The sides
+take turns, `--rounds` rounds, against the same cluster.
+
+Per side: RSS once the client is warm (imports, one small request), what the caches add
+after the initial sync, and the peak RSS of the whole process (VmHWM), as medians with the
+spread over the rounds; the ratio of peak RSS against the naive informer, per round.
 """
 
 from __future__ import annotations
@@ -14,32 +20,39 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import resource
+import os
+import platform
+import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-from bot.kube.cluster import KubeCluster
-from bot.sources.watches import Informer, KubeSignals
+HERE = Path(__file__).resolve().parent.parent
 
 
-def rss_mib() -> float:
+def status_mib(field: str) -> float:
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
 
 def child(role: str, url: str) -> None:
+    from bot.kube.cluster import KubeCluster
+    from bot.sources.watches import Informer, KubeSignals
+
     cluster = KubeCluster.for_url(url)
-    cluster.list("Node", label_selector="nvidia.com/gpu.present=true")  # warm the client up
+    # Warm the client up (TLS, connection pool, lazily imported models) with one small request.
+    cluster.list("Node", field_selector="metadata.name=cpu-1")
     gc.collect()
-    before = rss_mib()
+    before = status_mib("VmRSS")
     started = time.perf_counter()
     if role == "naive":
         informers = [
-            Informer(cluster, kind, lambda old, new: None) for kind in ("Node", "Pod", "Event")
+            Informer(cluster, kind, lambda old, new: None, project=lambda obj: obj)
+            for kind in ("Node", "Pod", "Event")
         ]
     else:
         informers = KubeSignals(cluster, lambda signal: None).informers
@@ -51,71 +64,95 @@ def child(role: str, url: str) -> None:
         json.dumps(
             {
                 "pods": len(informers[1].cache),
-                "added_mib": rss_mib() - before,
-                "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "warm_mib": before,
+                "added_mib": status_mib("VmRSS") - before,
+                "peak_mib": status_mib("VmHWM"),
                 "seconds": elapsed,
             }
         )
     )
 
 
+def spread(values: list[float]) -> str:
+    return f"{min(values):.0f}–{max(values):.0f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods-per-node", type=int, default=13)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--peer-tree", type=Path, help="another checkout whose watches to run")
+    parser.add_argument("--url", help="a running `gpubot sim serve` to use")
     parser.add_argument("--role", choices=["naive", "ours"])
-    parser.add_argument("--url")
     args = parser.parse_args()
     if args.role:
         child(args.role, args.url)
         return
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bot.cli",
-            "sim",
-            "serve",
-            "--no-controllers",
-            "--nodes",
-            str(args.nodes),
-            "--pods-per-node",
-            str(args.pods_per_node),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert server.stdout is not None
-    url = server.stdout.readline().split()[2]
+    server = None
+    url = args.url
+    if url is None:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "sim",
+                "serve",
+                "--no-controllers",
+                "--nodes",
+                str(args.nodes),
+                "--pods-per-node",
+                str(args.pods_per_node),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        url = server.stdout.readline().split()[2]
+    sides = [("whole API objects (naive informer)", "naive", HERE)]
+    if args.peer_tree:
+        sides.append((f"gpubot at {args.peer_tree}", "ours", args.peer_tree.resolve()))
+    sides.append(("gpubot (this checkout)", "ours", HERE))
+    runs: dict[str, list[dict[str, float]]] = {label: [] for label, _, _ in sides}
     try:
-        results = {}
-        for role in ("naive", "ours"):
-            done = subprocess.run(
-                [sys.executable, __file__, "--role", role, "--url", url],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            results[role] = json.loads(done.stdout)
-        total = len(KubeCluster.for_url(url).list("Pod"))
+        for _ in range(args.rounds):
+            for label, role, tree in sides:
+                done = subprocess.run(
+                    [sys.executable, __file__, "--role", role, "--url", url],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                )
+                runs[label].append(json.loads(done.stdout))
+        from bot.kube.cluster import KubeCluster
+
+        nodes = len(KubeCluster.for_url(url).list("Node"))
+        pods = len(KubeCluster.for_url(url).list("Pod"))
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    naive, ours = results["naive"], results["ours"]
-    print(f"{args.nodes + 1} nodes, {total} pods")
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
+    naive = runs[sides[0][0]]
+    print(f"{nodes} nodes, {pods} pods; {args.rounds} rounds, medians (spread)")
+    print(f"{platform.python_version()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print()
-    header = ["watch caches, own process", "pods cached", "RSS added by the caches, MiB"]
-    header += ["peak RSS, MiB", "sync s", "ratio"]
+    header = ["watch caches, own process", "pods cached", "RSS warm, MiB"]
+    header += ["added by the caches, MiB", "peak RSS, MiB", "sync s", "peak ratio per round"]
     print("| " + " | ".join(header) + " |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    sides = (
-        ("whole API objects (naive informer)", naive),
-        ("gpubot (trimmed per page, GPU-relevant pods)", ours),
-    )
-    for label, r in sides:
-        ratio = r["added_mib"] / naive["added_mib"]
-        cells = [label, str(r["pods"]), f"{r['added_mib']:.0f}", f"{r['peak_mib']:.0f}"]
-        cells += [f"{r['seconds']:.1f}", f"{ratio:.2f}"]
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for label, _, _ in sides:
+        rs = runs[label]
+        cells = [label, f"{rs[0]['pods']:.0f}"]
+        for key in ("warm_mib", "added_mib", "peak_mib"):
+            values = [r[key] for r in rs]
+            cells.append(f"{statistics.median(values):.0f} ({spread(values)})")
+        seconds = [r["seconds"] for r in rs]
+        cells.append(f"{statistics.median(seconds):.1f} ({min(seconds):.1f}–{max(seconds):.1f})")
+        ratios = [r["peak_mib"] / n["peak_mib"] for r, n in zip(rs, naive, strict=True)]
+        cells.append(", ".join(f"{x:.2f}" for x in ratios))
         print("| " + " | ".join(cells) + " |")
 
 

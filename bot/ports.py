@@ -43,10 +43,11 @@ class Cluster(Protocol):
         namespace: str = "",
         label_selector: str = "",
         field_selector: str = "",
-        transform: Callable[[Obj], Obj] | None = None,
+        each: Callable[[Obj], None] | None = None,
     ) -> tuple[builtins.list[Obj], str]:
-        """The items (each through `transform` as its page arrives, so a large list is never
-        held whole) and the list's resourceVersion, to watch from."""
+        """The items and the list's resourceVersion, to watch from. With `each`, every item
+        is handed to it as its page arrives and none is kept (the list comes back empty): a
+        large list is never held whole."""
         ...
 
     def watch(

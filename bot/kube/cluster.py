@@ -333,7 +333,7 @@ class KubeCluster:
         namespace: str = "",
         label_selector: str = "",
         field_selector: str = "",
-        transform: Callable[[Obj], Obj] | None = None,
+        each: Callable[[Obj], None] | None = None,
     ) -> tuple[builtins.list[Obj], str]:
         lister = self._lister(kind, namespace)
         items: list[Obj] = []
@@ -353,7 +353,10 @@ class KubeCluster:
                 for item in page.pop("items", None) or []:
                     item.setdefault("kind", kind)
                     item.setdefault("apiVersion", api_version)
-                    items.append(transform(item) if transform else item)
+                    if each is None:
+                        items.append(item)
+                    else:
+                        each(item)
                 token = meta(page).get("continue")
                 if not token:
                     return items, str(meta(page).get("resourceVersion", ""))

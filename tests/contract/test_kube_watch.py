@@ -9,6 +9,7 @@ from typing import Any
 
 from bot.kube.cluster import KubeCluster
 from bot.model import Signal
+from bot.sources.trimmed import NodeState, node_state
 from bot.sources.watches import Informer, KubeSignals, node_signals
 from gpusim import faults
 from gpusim.apiserver import SimulatedApiServer
@@ -115,6 +116,7 @@ def test_no_transition_is_lost_when_streams_keep_ending(sim_cluster: Sim) -> Non
         cluster,
         "Node",
         lambda old, new: seen.extend(node_signals(old, new, datetime.now(UTC))),
+        project=node_state,
         watch_timeout_s=1,  # the server ends every stream after a second
     ).start()
     try:
@@ -138,13 +140,11 @@ def test_a_410_relists_and_reports_what_changed_meanwhile() -> None:
     cluster = KubeCluster.for_url(server.url)
     changes: list[tuple[str, str]] = []
 
-    def handler(old: Any, new: Any) -> None:
+    def handler(old: NodeState | None, new: NodeState | None) -> None:
         if old is not None and new is not None:
-            changes.append(
-                (new["metadata"]["name"], new["status"]["allocatable"].get("nvidia.com/gpu", ""))
-            )
+            changes.append((new.name, dict(new.gpus).get("nvidia.com/gpu", "")))
 
-    informer = Informer(cluster, "Node", handler, watch_timeout_s=1)
+    informer = Informer(cluster, "Node", handler, project=node_state, watch_timeout_s=1)
     try:
         informer.sync()
         relists = informer.relists
@@ -179,6 +179,7 @@ def test_the_informer_survives_the_api_server_going_away() -> None:
         cluster,
         "Node",
         lambda old, new: seen.extend(node_signals(old, new, datetime.now(UTC))),
+        project=node_state,
         watch_timeout_s=1,
         retry_delay_s=0.2,
     ).start()
@@ -200,19 +201,16 @@ def test_the_informer_survives_the_api_server_going_away() -> None:
         server.stop()
 
 
-def test_caches_hold_trimmed_objects_and_only_pods_that_matter(sim_cluster: Sim) -> None:
+def test_caches_hold_only_pods_that_matter_and_no_events(sim_cluster: Sim) -> None:
     _, cluster = sim_cluster
     watcher, _ = _collect(cluster)
     try:
         nodes, pods, events = watcher.informers
         namespaces = {ns for ns, _ in pods.cache}
         assert namespaces == {"gpu-operator", "ml"}  # no metrics agents: they ask for no GPU
-        pod = pods.cache[("ml", "train-llm-0-worker-0")]
-        assert set(pod) <= {"kind", "metadata", "spec", "status"}
-        assert "volumes" not in pod["spec"] and "tolerations" not in pod["spec"]
-        assert pod["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "8"}
-        node = nodes.cache[("", "gpu-a1")]
-        assert set(node["status"]) == {"conditions", "allocatable", "nodeInfo"}
+        assert pods.cache[("ml", "train-llm-0-worker-0")].requests_gpu
+        assert not pods.cache[("gpu-operator", next(iter(pods.cache))[1])].requests_gpu
+        assert dict(nodes.cache[("", "gpu-a1")].gpus) == {"nvidia.com/gpu": "8"}
         assert events.cache == {}
     finally:
         watcher.stop()
@@ -223,14 +221,16 @@ def test_a_handler_that_fails_once_does_not_end_the_watch(sim_cluster: Sim) -> N
     seen: list[str] = []
     failures = [1]
 
-    def handler(old: Any, new: Any) -> None:
+    def handler(old: NodeState | None, new: NodeState | None) -> None:
         if old is not None and failures:
             failures.pop()
             raise RuntimeError("a bug in a handler")
         if old is not None and new is not None:
-            seen.append(new["metadata"]["name"])
+            seen.append(new.name)
 
-    informer = Informer(cluster, "Node", handler, watch_timeout_s=1, retry_delay_s=0.1).start()
+    informer = Informer(
+        cluster, "Node", handler, project=node_state, watch_timeout_s=1, retry_delay_s=0.1
+    ).start()
     try:
         deadline = time.monotonic() + 10
         while not informer.relists and time.monotonic() < deadline:
