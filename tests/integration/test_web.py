@@ -710,18 +710,19 @@ def test_a_table_lock_is_a_503_with_retry_after_within_the_store_deadline(
     any_store: SqlStore, table_lock: Callable[[], None]
 ) -> None:
     """Finding 6: a webhook waited 19 s behind a table lock instead of answering 503."""
-    web = Harness(any_store, web_settings=WebSettings(bearer_token=TOKEN, store_deadline_s=1.0))
+    web = Harness(any_store, web_settings=WebSettings(bearer_token=TOKEN, store_deadline_s=2.0))
     started = time.monotonic()
     first = web.post(payload())
     waited = time.monotonic() - started
     assert first.status_code == 503, first.text
     assert first.headers["retry-after"] == "5"
-    assert waited < 3.0, f"answered after {waited:.1f} s"
+    assert waited < 5.0, f"answered after {waited:.1f} s"
     assert "gpubot" not in first.json()["error"] and "sqlite" not in first.json()["error"]
-    # The write still hangs: the next delivery is told at once, not queued behind it.
+    # The write still hangs: the next delivery is told at once, not queued behind it (which
+    # would take the 2 s deadline again; the margin is for a loaded CI machine).
     started = time.monotonic()
     assert web.post(payload(alert(fingerprint="second"))).status_code == 503
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.5
     table_lock()
     deadline = time.monotonic() + 10
     while True:  # Alertmanager retries a 5xx with the same payload
