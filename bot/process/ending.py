@@ -1,0 +1,45 @@
+"""Ending a one-shot command's process without freeing its heap object by object.
+
+When `gpubot diagnose` has written its answer, all that is left is the interpreter's own
+teardown: every module, every snapshot dict, list and string is freed one at a time. At 5,000
+nodes that is about 0.5 s of CPU for memory the kernel takes back at once when the process
+ends. mypy ends the same way (`mypy.util.hard_exit`): flush, then `os._exit`.
+
+A command opts in (`end_when_done`) only if it owes nothing after its return but its output
+and what `atexit` runs (logging's flush, weakref finalizers removing temporary files), both
+done here before the process ends. Never for `serve` or anything that leaves threads or
+children to wait for.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+
+_when_done = False
+
+
+def end_when_done() -> None:
+    """The running command's process ends as soon as it returns (`end_now`)."""
+    global _when_done  # one flag for the one command this process runs
+    _when_done = True
+
+
+def end_now(code: object) -> None:
+    """If the command asked for it, end the process with `code` (a `SystemExit`'s), skipping
+    the interpreter's teardown; otherwise return and let the exit go its usual way."""
+    if not _when_done or not (code is None or isinstance(code, int)):
+        return  # a message as the code is printed by the usual exit
+    if threading.active_count() > 1:
+        return  # the usual exit waits for them
+    # What the usual exit would run: logging's handlers flushed, finalizers (temporary
+    # files and directories) called.
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # a closed pipe: the usual exit says so and sets its own code
+    os._exit(code or 0)
