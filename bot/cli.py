@@ -309,8 +309,12 @@ def _diagnose(
     moment = now or inputs.collected_at or utcnow()
     if moment.tzinfo is None:
         moment = moment.astimezone()
+    from bot.process.ending import held
+
+    # The snapshot and its facts are freed with the process, all at once (bot.process.ending).
+    held.append(inputs)
     result = offline.diagnose_snapshot(
-        inputs.snapshot, signals, ruleset, settings, moment, language
+        inputs.snapshot, signals, ruleset, settings, moment, language, held
     )
     return result, ruleset, language
 
