@@ -9,6 +9,7 @@ rich, the serving stack or the simulator (benchmarks/startup.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -262,6 +263,10 @@ def diagnose_command(
     # It reads and writes nothing but its output: its heap is not freed object by object
     # when it ends (bot/process/ending.py).
     end_when_done()
+    # gpubot uses no pydantic plugin, and pydantic looks for them among every installed
+    # package's entry points when it builds its first validator. A one-shot command that
+    # starts no other process says so for itself; a user's own setting stands.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # From the first import on: the libraries, the rules and the snapshot are all kept.
     with collection_paused():
         result, ruleset, language = _diagnose(
