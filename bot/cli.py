@@ -9,6 +9,7 @@ rich, the serving stack or the simulator (benchmarks/startup.py)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import threading
@@ -257,7 +258,15 @@ def diagnose_command(
 ) -> None:
     """Diagnose a cluster snapshot (and alerts) offline."""
     from bot.process.collector import collection_paused
+    from bot.process.ending import end_when_done
 
+    # It reads and writes nothing but its output: its heap is not freed object by object
+    # when it ends (bot/process/ending.py).
+    end_when_done()
+    # gpubot uses no pydantic plugin, and pydantic looks for them among every installed
+    # package's entry points when it builds its first validator. A one-shot command that
+    # starts no other process says so for itself; a user's own setting stands.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     # From the first import on: the libraries, the rules and the snapshot are all kept.
     with collection_paused():
         result, ruleset, language = _diagnose(
@@ -305,8 +314,12 @@ def _diagnose(
     moment = now or inputs.collected_at or utcnow()
     if moment.tzinfo is None:
         moment = moment.astimezone()
+    from bot.process.ending import held
+
+    # The snapshot and its facts are freed with the process, all at once (bot.process.ending).
+    held.append(inputs)
     result = offline.diagnose_snapshot(
-        inputs.snapshot, signals, ruleset, settings, moment, language
+        inputs.snapshot, signals, ruleset, settings, moment, language, held
     )
     return result, ruleset, language
 
@@ -1209,7 +1222,13 @@ for _commands in (app, rules_app, sim_app, db_app, alerts_app):
 
 
 def main() -> None:  # pragma: no cover - console entry
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        from bot.process.ending import end_now
+
+        end_now(done.code)  # returns unless the command asked to end at once
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

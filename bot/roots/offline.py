@@ -41,9 +41,14 @@ def diagnose_snapshot(
     settings: Settings,
     now: datetime,
     lang: Lang | None = None,
+    held: list[object] | None = None,
 ) -> DiagnoseResult:
+    """`held`, if given, gets the facts: a caller that ends its process without freeing
+    them (`bot.process.ending`) keeps them from being freed one by one on return."""
     signals = resolve_signal_nodes(snapshot, signals)
     facts = collect_facts(snapshot, signals, settings, now)
+    if held is not None:
+        held.append(facts)
     return diagnose(facts, signals, rules, settings, lang)
 
 
