@@ -28,6 +28,16 @@ CHATTY = ("apscheduler", "alembic", "uvicorn.error", "kubernetes", "urllib3")
 """Loggers whose info lines are their own bookkeeping: shown only at debug."""
 
 
+class _SkippedRunsAtDebug(logging.Filter):
+    """APScheduler warns each time it skips a run because the last one still runs: with
+    `max_instances: 1` on a job every second, that is once a second on a loaded machine, and
+    skipping is what the setting asks for. Shown at debug only."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        skipped = "skipped: maximum number of running instances" in str(record.msg)
+        return not skipped or logging.getLogger().isEnabledFor(logging.DEBUG)
+
+
 def configure_logging(level_name: str, fmt: LogFormat | None = None) -> None:
     """The root logger at `level_name` (debug, info, warning, error) to stderr; JSON unless
     stderr is a terminal or `fmt` says otherwise. An unknown level is an `InputError`."""
@@ -67,6 +77,7 @@ def configure_logging(level_name: str, fmt: LogFormat | None = None) -> None:
     root.setLevel(level)
     for name in CHATTY:
         logging.getLogger(name).setLevel(level if level <= logging.DEBUG else logging.WARNING)
+    handler.addFilter(_SkippedRunsAtDebug())
     structlog.configure(
         processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
         logger_factory=structlog.stdlib.LoggerFactory(),
