@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
+from sqlalchemy.exc import OperationalError
 
 from bot.config import ScheduleSettings
 from bot.pipeline.service import Service
@@ -61,6 +63,27 @@ def digest() -> None:
     _current().post_digest()
 
 
+class _LockPatientJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # untyped library
+    """APScheduler catches the job store's errors only where it asks for due jobs: one raised
+    while it moves a job to its next run ends its thread, and with it every scheduled duty,
+    the process up and /readyz green. On SQLite a burst of webhooks holding the write lock past
+    the busy timeout did just that. Here a locked store leaves the job where it was: it is due
+    again and runs at the next wake-up (every duty may run again), which is soon."""
+
+    def update_job(self, job: Job) -> None:
+        try:
+            super().update_job(job)
+        except OperationalError as exc:
+            log.warning("scheduled job %s not moved to its next run, store busy: %s", job.id, exc)
+
+    def get_next_run_time(self) -> datetime | None:
+        try:
+            return super().get_next_run_time()  # type: ignore[no-any-return]
+        except OperationalError as exc:
+            log.warning("next scheduled run not read, store busy: %s", exc)
+            return datetime.now(UTC) + timedelta(seconds=1)
+
+
 class Scheduler:
     def __init__(self, service: Service, engine: Any, settings: ScheduleSettings) -> None:
         global _service
@@ -87,7 +110,7 @@ class Scheduler:
                 return
             s = self.settings
             scheduler = BackgroundScheduler(
-                jobstores={"default": SQLAlchemyJobStore(engine=self.engine)},
+                jobstores={"default": _LockPatientJobStore(engine=self.engine)},
                 # A job missed while no one led runs once on takeover, not once per miss.
                 job_defaults={
                     "coalesce": True,
