@@ -24,10 +24,11 @@ from apscheduler.job import Job
 from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
-from sqlalchemy.exc import OperationalError
 
 from bot.config import ScheduleSettings
+from bot.errors import StoreUnavailable
 from bot.pipeline.service import Service
+from bot.store.database import unavailable_as_store_errors
 
 log = logging.getLogger("gpubot.schedule")
 _service: Service | None = None
@@ -63,25 +64,48 @@ def digest() -> None:
     _current().post_digest()
 
 
-class _LockPatientJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # untyped library
+_STORE_RETRY_S = 5.0
+"""How long the schedule waits after the store refused to move a job before trying again."""
+
+
+class _StorePatientJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # untyped library
     """APScheduler catches the job store's errors only where it asks for due jobs: one raised
-    while it moves a job to its next run ends its thread, and with it every scheduled duty,
-    the process up and /readyz green. On SQLite a burst of webhooks holding the write lock past
-    the busy timeout did just that. Here a locked store leaves the job where it was: it is due
-    again and runs at the next wake-up (every duty may run again), which is soon."""
+    while it moves a job to its next run ended its thread, and with it every scheduled duty,
+    the process up and /readyz green (on SQLite, a burst of webhooks holding the write lock
+    past the busy timeout). Here a store that refuses (locked, full, read-only, gone) leaves the
+    job due, and the schedule waits `_STORE_RETRY_S` before its next try rather than running
+    the due jobs back to back (every duty may run again)."""
+
+    _not_before: datetime | None = None
 
     def update_job(self, job: Job) -> None:
         try:
-            super().update_job(job)
-        except OperationalError as exc:
-            log.warning("scheduled job %s not moved to its next run, store busy: %s", job.id, exc)
+            with unavailable_as_store_errors():
+                super().update_job(job)
+        except StoreUnavailable as exc:
+            self._not_before = datetime.now(UTC) + timedelta(seconds=_STORE_RETRY_S)
+            log.warning(
+                "scheduled job %s not moved to its next run, trying again in %g s: %s",
+                job.id,
+                _STORE_RETRY_S,
+                exc,
+            )
 
     def get_next_run_time(self) -> datetime | None:
         try:
-            return super().get_next_run_time()  # type: ignore[no-any-return]
-        except OperationalError as exc:
-            log.warning("next scheduled run not read, store busy: %s", exc)
-            return datetime.now(UTC) + timedelta(seconds=1)
+            with unavailable_as_store_errors():
+                found: datetime | None = super().get_next_run_time()
+        except StoreUnavailable as exc:
+            self._not_before = datetime.now(UTC) + timedelta(seconds=_STORE_RETRY_S)
+            log.warning(
+                "next scheduled run not read, trying again in %g s: %s", _STORE_RETRY_S, exc
+            )
+            return self._not_before
+        not_before = self._not_before
+        waiting = not_before is not None and not_before > datetime.now(UTC)
+        if waiting and (found is None or found < not_before):  # type: ignore[operator]
+            return not_before
+        return found
 
 
 class Scheduler:
@@ -110,7 +134,7 @@ class Scheduler:
                 return
             s = self.settings
             scheduler = BackgroundScheduler(
-                jobstores={"default": _LockPatientJobStore(engine=self.engine)},
+                jobstores={"default": _StorePatientJobStore(engine=self.engine)},
                 # A job missed while no one led runs once on takeover, not once per miss.
                 job_defaults={
                     "coalesce": True,

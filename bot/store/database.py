@@ -133,7 +133,7 @@ class Database:
         except IntegrityError:
             raise
         except DBAPIError as exc:
-            if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            if _unavailable(exc):
                 raise StoreUnavailable(f"store {self.url}: {exc.orig or exc}") from exc
             raise
 
@@ -148,6 +148,24 @@ class Database:
         """A transaction that writes from its first statement, for the hot paths."""
         with self._write_turn, self.tx() as connection:
             yield connection
+
+
+def _unavailable(exc: DBAPIError) -> bool:
+    return isinstance(exc, OperationalError) or exc.connection_invalidated
+
+
+@contextmanager
+def unavailable_as_store_errors() -> Iterator[None]:
+    """`Database.translated` for queries gpubot does not make itself (APScheduler's job store
+    on the store's engine): a database down, locked, full or read-only is `StoreUnavailable`."""
+    try:
+        yield
+    except IntegrityError:
+        raise
+    except DBAPIError as exc:
+        if _unavailable(exc):
+            raise StoreUnavailable(f"store: {exc.orig or exc}") from exc
+        raise
 
 
 class Part:

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 import sqlalchemy as sa
 
 from bot.config import ScheduleSettings
@@ -28,6 +29,12 @@ class _Duties:
     def follow_up(self) -> None:
         with self._lock:
             self.follow_ups += 1
+
+    def until(self, count: int, within_s: float = 20) -> int:
+        deadline = time.monotonic() + within_s
+        while self.follow_ups < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.follow_ups
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args, **kwargs: None
@@ -65,6 +72,43 @@ def test_a_write_lock_held_past_the_busy_timeout_does_not_stop_the_schedule(
         assert duties.follow_ups >= after_the_lock + 3, (
             f"no follow-up ran after the lock went ({duties.follow_ups} in all)"
         )
+    finally:
+        scheduler.leading(False)
+        engine.dispose()
+
+
+def test_a_store_that_refuses_every_write_slows_the_schedule_and_it_resumes_after(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A full disk or a volume remounted read-only refuses every write at once: the job stays
+    due, and the schedule must not run the due duties back to back (a sweep is a read of the
+    whole cluster) nor log a line each time."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    read_only = {"on": False}
+
+    @sa.event.listens_for(engine, "checkout")
+    def _mode(connection: Any, _record: Any, _proxy: Any) -> None:
+        # SQLite's own refusal: "attempt to write a readonly database".
+        connection.execute(f"PRAGMA query_only = {int(read_only['on'])}")
+
+    duties = _Duties()
+    settings = ScheduleSettings(
+        leader_duties_s=60, expiry_s=60, sweep_s=60, drain_watchdog_s=60, follow_up_s=0.5
+    )
+    scheduler = Scheduler(cast(Service, duties), engine, settings)
+    scheduler.leading(True)
+    try:
+        assert duties.until(2) >= 2, "the follow-up never ran"
+        read_only["on"] = True
+        before = duties.follow_ups
+        time.sleep(4)
+        ran = duties.follow_ups - before
+        assert ran <= 3, f"{ran} follow-ups in 4 s while the store refused every write"
+        refusals = [r for r in caplog.records if "not moved to its next run" in r.getMessage()]
+        assert 1 <= len(refusals) <= 3, [r.getMessage() for r in refusals]
+        read_only["on"] = False
+        back = duties.follow_ups
+        assert duties.until(back + 3) >= back + 3, "the schedule did not come back"
     finally:
         scheduler.leading(False)
         engine.dispose()
