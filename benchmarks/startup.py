@@ -27,12 +27,11 @@ import argparse
 import compileall
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+from fleet import Run, gpubot_entry, med, run, spread  # the same child accounting as fleet.py
 
 from gpusim.scenarios import FIXTURE_NOW, fleet_cluster
 
@@ -41,44 +40,9 @@ NOW = FIXTURE_NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
 GOAL_S = 0.4
 
 
-@dataclass
-class Run:
-    cpu_s: float
-    wall_s: float
-    rss_mib: float
-
-
-def run(argv: list[str]) -> Run:
-    """One child process, its CPU time and peak RSS as the kernel accounted them."""
-    started = os.times().elapsed
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{argv[:4]}... exited {code}")
-    wall = os.times().elapsed - started
-    return Run(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024)
-
-
-def gpubot_entry() -> list[str]:
-    """The console script pip wrote beside this interpreter, as a user starts it."""
-    script = Path(sys.executable).parent / "gpubot"
-    if script.is_file():
-        return [sys.executable, str(script)]
-    return [sys.executable, "-c", "import sys; from bot.cli import app; sys.exit(app())"]
-
-
 def baseline_entry(checkout: Path) -> list[str]:
-    code = f"import sys; sys.path.insert(0, {str(checkout)!r}); from bot.cli import app; app()"
+    code = f"import sys; sys.path.insert(0, {str(checkout)!r}); from bot.cli import main; main()"
     return [sys.executable, "-c", code]
-
-
-def med(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f}-{max(values):.2f}"
 
 
 def main() -> None:

@@ -254,7 +254,8 @@ def xids_of(node_signals: list[Signal]) -> list[XidFacts]:
     ]
 
 
-def _ready_status(value: str) -> ReadyStatus:
+def ready_status(value: str) -> ReadyStatus:
+    """A node's Ready condition as the facts hold it: True, False or Unknown (absent too)."""
     if value == "True":
         return "True"
     return "False" if value == "False" else "Unknown"
@@ -338,7 +339,7 @@ def node_facts(
         name=name,
         pool=pool,
         labels=labels,
-        ready=_ready_status(ready),
+        ready=ready_status(ready),
         conditions=conditions,
         condition_messages=messages,
         unschedulable=unschedulable,

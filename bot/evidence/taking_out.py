@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.config import Settings
-from bot.evidence.nodes import node_facts, pool_of
+from bot.evidence.nodes import node_facts, pool_of, ready_status
 from bot.evidence.snapshots import Index, Snapshot
 from bot.kube.objects import Obj, labels_of, name_of, spec_of, status_of
 from bot.model import ClusterFacts, NodeFacts, PoolFacts, ReadyStatus
@@ -64,7 +64,7 @@ def service_state(node: Obj, pool: str | None) -> NodeFacts:
     return NodeFacts(
         name=name_of(node),
         pool=pool,
-        ready=_ready(conditions.get("Ready", "Unknown")),
+        ready=ready_status(conditions.get("Ready", "Unknown")),
         unschedulable=bool(spec_of(node).get("unschedulable")),
     )
 

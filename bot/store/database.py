@@ -128,14 +128,8 @@ class Database:
     def translated(self) -> Iterator[None]:
         """A database that is down, locked or gone mid-query is `StoreUnavailable`; a
         constraint is the caller's to handle; anything else is a bug and propagates."""
-        try:
+        with unavailable_as_store_errors(f"store {self.url}"):
             yield
-        except IntegrityError:
-            raise
-        except DBAPIError as exc:
-            if _unavailable(exc):
-                raise StoreUnavailable(f"store {self.url}: {exc.orig or exc}") from exc
-            raise
 
     @contextmanager
     def tx(self) -> Iterator[Connection]:
@@ -150,21 +144,18 @@ class Database:
             yield connection
 
 
-def _unavailable(exc: DBAPIError) -> bool:
-    return isinstance(exc, OperationalError) or exc.connection_invalidated
-
-
 @contextmanager
-def unavailable_as_store_errors() -> Iterator[None]:
-    """`Database.translated` for queries gpubot does not make itself (APScheduler's job store
-    on the store's engine): a database down, locked, full or read-only is `StoreUnavailable`."""
+def unavailable_as_store_errors(where: str = "store") -> Iterator[None]:
+    """A database down, locked, full, read-only or gone mid-query is `StoreUnavailable`; a
+    constraint is the caller's to handle; anything else is a bug and propagates. Also for
+    queries gpubot does not make itself (APScheduler's job store on the store's engine)."""
     try:
         yield
     except IntegrityError:
         raise
     except DBAPIError as exc:
-        if _unavailable(exc):
-            raise StoreUnavailable(f"store: {exc.orig or exc}") from exc
+        if isinstance(exc, OperationalError) or exc.connection_invalidated:
+            raise StoreUnavailable(f"{where}: {exc.orig or exc}") from exc
         raise
 
 

@@ -122,12 +122,10 @@ def test_a_double_approval_executes_once(rig: Rig) -> None:
     assert len(rig.server.store.evictions) == 2
 
 
-def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) -> None:
-    request = rig.request(Action.DRAIN)
-    rig.executor.approve(request, "alice")
-    # A new training pod lands on the node between the first and the second approval.
+def _a_training_pod_lands_on_gpu_a3(rig: Rig) -> None:
+    """ml/late-arrival, a copy of a training worker scheduled onto gpu-a3."""
     pod = rig.server.store.get(BY_KIND["Pod"], "ml", "train-llm-1-worker-0")
-    extra = {
+    late = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -138,7 +136,14 @@ def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) 
         "spec": {**pod["spec"], "nodeName": "gpu-a3"},
         "status": pod["status"],
     }
-    rig.server.store.create(BY_KIND["Pod"], "ml", extra)
+    rig.server.store.create(BY_KIND["Pod"], "ml", late)
+
+
+def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) -> None:
+    request = rig.request(Action.DRAIN)
+    rig.executor.approve(request, "alice")
+    # A new training pod lands on the node between the first and the second approval.
+    _a_training_pod_lands_on_gpu_a3(rig)
     outcome = rig.executor.approve(request, "bob")
     assert outcome.status == "changed"
     assert "ml/late-arrival" in outcome.message
@@ -165,19 +170,7 @@ def test_a_pod_landing_on_the_node_does_not_make_a_cordon_ask_again(rig: Rig) ->
     """A cordon moves no pod: a pod scheduled between the approval and the cordon changes
     nothing the cordon does (a drain's own request compares its pods)."""
     request = rig.request(Action.CORDON)
-    pod = rig.server.store.get(BY_KIND["Pod"], "ml", "train-llm-1-worker-0")
-    late = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": "late-arrival",
-            "namespace": "ml",
-            "ownerReferences": pod["metadata"]["ownerReferences"],
-        },
-        "spec": {**pod["spec"], "nodeName": "gpu-a3"},
-        "status": pod["status"],
-    }
-    rig.server.store.create(BY_KIND["Pod"], "ml", late)
+    _a_training_pod_lands_on_gpu_a3(rig)
     outcome = rig.executor.approve(request, "alice")
     assert outcome.status == "acted", outcome.message
     assert rig.cordoned("gpu-a3")
