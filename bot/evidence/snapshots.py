@@ -22,7 +22,7 @@ import msgspec
 import yaml
 
 from bot.errors import InputError
-from bot.evidence.decoding import decode_trimmed
+from bot.evidence.decoding import decode_trimmed, read_trimmed
 from bot.kube.objects import (
     Obj,
     controller_of,
@@ -122,6 +122,10 @@ def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
     JSON file's objects hold only what the facts read (`bot.evidence.decoding`), for a
     snapshot that is only diagnosed."""
     where = "stdin" if str(path) == "-" else str(path)
+    if for_facts and where != "stdin":
+        mapped = read_trimmed(path)
+        if mapped is not None:
+            return _objects([mapped], where)
     try:
         raw = sys.stdin.buffer.read() if where == "stdin" else path.read_bytes()
     except OSError as exc:

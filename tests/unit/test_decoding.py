@@ -6,6 +6,9 @@ the facts start reading that `bot.evidence.decoding` does not declare fails here
 from __future__ import annotations
 
 import json
+import os
+import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import pytest
 
 from bot.config import Settings
 from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.decoding import decode_trimmed
+from bot.evidence.decoding import decode_trimmed, read_trimmed
 from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
 from bot.model import ClusterFacts, Signal
 from bot.roots.offline import build_case, rule_test_files
@@ -105,3 +108,51 @@ def test_a_shape_the_trimmed_decoder_refuses_is_read_the_generic_way(tmp_path: P
     whole, read = _both_ways(cluster, tmp_path)
     assert read.pods == whole.pods
     assert _facts(read, [], FIXTURE_NOW) == _facts(parse_snapshot(cluster), [], FIXTURE_NOW)
+
+
+def test_a_mapped_file_given_back_page_by_page_is_decoded_whole(tmp_path: Path) -> None:
+    cluster, _ = fleet_cluster(40)
+    file = tmp_path / "fleet.json"
+    file.write_text(json.dumps(cluster, indent=2))
+    # Pages returned to the kernel after every item: what is read again comes back intact.
+    mapped = read_trimmed(file, give_back_every=1)
+    assert mapped is not None and len(mapped["items"]) == len(cluster["items"])
+    assert mapped == decode_trimmed(file.read_bytes())
+    whole = parse_snapshot(cluster)
+    assert _facts(Snapshot.from_items(mapped["items"]), [], FIXTURE_NOW) == _facts(
+        whole, [], FIXTURE_NOW
+    )
+
+
+def test_trimmed_parts_read_as_the_dicts_they_stand_for(tmp_path: Path) -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ml", "uid": "not declared"},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "c", "lastState": {}}]},
+    }
+    read = decode_trimmed(json.dumps(pod).encode())
+    assert read is not None
+    meta, status = read["metadata"], read["status"]
+    assert isinstance(meta, Mapping) and dict(meta) == {"name": "p", "namespace": "ml"}
+    assert (meta.get("name"), meta.get("uid"), meta.get("labels", {})) == ("p", None, {})
+    assert "name" in meta and "labels" not in meta and "get" not in meta
+    assert status.get("items") is None  # a method's name is not a field
+    with pytest.raises(KeyError):
+        meta["labels"]
+    last = status["containerStatuses"][0]["lastState"]
+    assert not last and len(last) == 0 and list(last) == [] and (last or {}).get("x") is None
+    assert bool(status) and len(status) == 2
+
+
+def test_a_pipe_is_read_the_generic_way(tmp_path: Path) -> None:
+    cluster, _ = fleet_cluster(2)
+    fifo = tmp_path / "snapshot"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(json.dumps(cluster),))
+    writer.start()
+    assert read_trimmed(fifo) is None  # not opened: the writer still waits for its reader
+    objects = read_objects_file(fifo, for_facts=True)
+    writer.join(timeout=10)
+    assert [o["metadata"]["name"] for o in objects] == [
+        o["metadata"]["name"] for o in cluster["items"]
+    ]
