@@ -25,8 +25,37 @@ from bot.errors import RuleError
 
 VARIABLES = ("node", "alerts", "xids", "pool", "cluster", "settings", "findings", "variables")
 
+
+def _sorted_keys(value: Mapping[Any, Any]) -> list[Any]:
+    # Keys of one map may mix CEL's key types (int, uint, bool, string): by type, then value.
+    return sorted(value, key=lambda key: (type(key).__name__, key))
+
+
+SORTED_KEYS = "sortedKeys"
+"""`m.sortedKeys()`: a map's keys in order. cel-cpp iterates a map (`m.map(k, ...)`,
+`m.filter(k, ...)`) in its hash order, which changes from one process to the next: the same
+diagnosis worded in another order by a restart or another replica. `gpubot rules lint`
+refuses a map iterated without it."""
+
 # The strings extension (join, split, upperAscii, ...) is the one Kubernetes enables too.
-_ENV = _cel.NewEnv(variables={name: _cel.Type.DYN for name in VARIABLES}, extensions=[ExtStrings()])
+_ENV = _cel.NewEnv(
+    variables={name: _cel.Type.DYN for name in VARIABLES},
+    extensions=[ExtStrings()],
+    functions=[
+        _cel.FunctionDecl(
+            SORTED_KEYS,
+            [
+                _cel.Overload(
+                    "map_sorted_keys",
+                    return_type=_cel.Type.List(_cel.Type.DYN),
+                    parameters=[_cel.Type.Map(_cel.Type.DYN, _cel.Type.DYN)],
+                    is_member=True,
+                    impl=_sorted_keys,
+                )
+            ],
+        )
+    ],
+)
 
 
 class EvaluationError(Exception):

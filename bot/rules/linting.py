@@ -31,7 +31,7 @@ from bot.model import (
     Stage,
     XidFacts,
 )
-from bot.rules.cel import Activation, EvaluationError, Expression
+from bot.rules.cel import SORTED_KEYS, VARIABLES, Activation, EvaluationError, Expression
 from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
 from bot.rules.loading import CompiledRule, RuleSet, read_alert_mapping
 from bot.rules.matching import to_blockers, with_variables
@@ -199,17 +199,47 @@ def lint_rules(ruleset: RuleSet, settings: Settings) -> list[RuleError]:
         except EvaluationError as exc:
             problems.append(RuleError(rule.where, str(exc), rule.id))
             continue
-        for name, expression in _expressions(rule):
+        named = [(f"variables.{n}", e) for n, e in rule.variables] + _expressions(rule)
+        for name, expression in named:
             try:
                 value = expression.evaluate(activation)
                 if expression is rule.blockers:
                     to_blockers(value)
             except EvaluationError as exc:
                 problems.append(RuleError(rule.where, f"{name}: {exc}", rule.id))
+            for path in _maps_iterated(expression.source, activation):
+                problems.append(
+                    RuleError(
+                        rule.where,
+                        f"{name}: `{path}` is a map, iterated in an order that changes from "
+                        f"one process to the next: iterate `{path}.{SORTED_KEYS}()`",
+                        rule.id,
+                    )
+                )
     mappings = [settings.alerts_file] if settings.alerts_file else ruleset.alert_mappings
     for mapping in mappings:
         problems += lint_alert_mapping(mapping, ruleset)
     return problems
+
+
+_ITERATED = re.compile(r"(?<![\w.\])])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\s*\.\s*(?:map|filter)\s*\(")
+"""A field path a `map` or `filter` macro iterates: `node.components.filter(`."""
+
+
+def _maps_iterated(source: str, activation: Activation) -> list[str]:
+    """The field paths `source` iterates with `map` or `filter` that are maps in the reference
+    facts. A path the reference cannot tell (a macro's own variable) is left alone."""
+    found = []
+    for path in dict.fromkeys(_ITERATED.findall(source)):
+        if path.split(".")[0] not in VARIABLES:
+            continue
+        try:
+            value = Expression(path).evaluate(activation)
+        except EvaluationError:
+            continue
+        if isinstance(value, dict):
+            found.append(path)
+    return found
 
 
 EVIDENCE_READS = frozenset({"GPUXidError", *GPU_FAULT_ALERTS})

@@ -12,6 +12,7 @@ from bot.config import Settings
 from bot.diagnose import diagnose
 from bot.evidence.snapshots import Snapshot
 from bot.model import ClusterFacts
+from bot.rules.cel import Activation, Expression
 from bot.rules.linting import lint_rules
 from bot.rules.loading import load_rules
 from tests.helpers.paths import RULES
@@ -189,3 +190,24 @@ def test_rule_variables_are_shared_by_its_expressions_and_linted(
     bad_name = {**GOOD, "variables": {"not a name": "true"}}
     [error] = load_rules([_write(tmp_path / "bad.yaml", [bad_name])]).errors
     assert "is not an identifier" in str(error)
+
+
+def test_lint_refuses_a_map_iterated_in_hash_order(tmp_path: Path, settings: Settings) -> None:
+    # cel-cpp iterates a map in a hash order seeded per process: evidence made that way is
+    # worded in another order by a restart or another replica.
+    failing = "filter(c, node.components[c].failing).map(c, c)"
+    unordered = {**GOOD, "id": "unordered", "evidence": [f"node.components.{failing}"]}
+    ordered = {**GOOD, "id": "ordered", "evidence": [f"node.components.sortedKeys().{failing}"]}
+    ruleset = load_rules([_write(tmp_path / "r.yaml", [unordered, ordered])])
+    assert ruleset.errors == []
+    [problem] = lint_rules(ruleset, settings)
+    assert "unordered" in str(problem) and "evidence[0]" in str(problem)
+    assert "iterate `node.components.sortedKeys()`" in str(problem)
+
+
+def test_sorted_keys_gives_a_maps_keys_in_order_whatever_their_types() -> None:
+    keys = [f"nvidia.com/mig-{i}g.{10 * i}gb" for i in (7, 1, 4, 3, 2)]
+    values = {"pool": {"m": {k: 1 for k in keys}}}
+    assert Expression("pool.m.sortedKeys()").evaluate(Activation(values)) == sorted(keys)
+    mixed = Expression('{2: 0, "b": 0, 1: 0, "a": 0}.sortedKeys()').evaluate(Activation({}))
+    assert mixed == [1, 2, "a", "b"]
