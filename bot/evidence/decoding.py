@@ -160,6 +160,10 @@ class _NodeInfo(_Part, gc=False):
     containerRuntimeVersion: Any = UNSET
 
 
+class _PodIP(_Part, gc=False):
+    ip: Any = UNSET
+
+
 class _Status(_Part, gc=False):
     # Pod
     phase: Any = UNSET
@@ -169,7 +173,7 @@ class _Status(_Part, gc=False):
     containerStatuses: list[_ContainerStatus] | UnsetType = UNSET
     initContainerStatuses: list[_ContainerStatus] | UnsetType = UNSET
     podIP: Any = UNSET
-    podIPs: Any = UNSET
+    podIPs: list[_PodIP] | UnsetType = UNSET
     # Node
     capacity: Any = UNSET
     allocatable: Any = UNSET
@@ -217,6 +221,7 @@ for _kind in (
     _State,
     _ContainerStatus,
     _NodeInfo,
+    _PodIP,
     _Status,
     _Object,
 ):

@@ -156,3 +156,17 @@ def test_a_pipe_is_read_the_generic_way(tmp_path: Path) -> None:
     assert [o["metadata"]["name"] for o in objects] == [
         o["metadata"]["name"] for o in cluster["items"]
     ]
+
+
+def test_an_alert_naming_a_pods_second_ip_finds_its_node_trimmed_too(tmp_path: Path) -> None:
+    # Real pods list their addresses in status.podIPs (dual stack: IPv4 then IPv6).
+    cluster, _ = fleet_cluster(4)
+    pods = [i for i in cluster["items"] if i["kind"] == "Pod"]
+    for n, pod in enumerate(pods):
+        pod["status"]["podIPs"] = [{"ip": pod["status"]["podIP"]}, {"ip": f"fd00::{n:x}"}]
+    pod = pods[-1]
+    signal = _by_pod(pod, f"fd00::{len(pods) - 1:x}", "monitoring/gone")
+    whole, trimmed = _both_ways(cluster, tmp_path)
+    [resolved] = resolve_signal_nodes(trimmed, [signal])
+    assert resolved.node == pod["spec"]["nodeName"]
+    assert [resolved] == resolve_signal_nodes(whole, [signal])
