@@ -50,10 +50,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bot.acting.cordoning import remove_taint, set_annotations, uncordon
+from bot.acting.executor import OUR_ANNOTATIONS, Executor
+from bot.approval.voting import command_for
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
 from bot.kube.cluster import KubeCluster
-from bot.kube.objects import Obj
+from bot.kube_objects import Obj
 from bot.model import (
     Action,
     ClusterFacts,
@@ -62,9 +65,6 @@ from bot.model import (
 )
 from bot.names import MAINTENANCE_TAINT, PREFIX
 from bot.ports import Kind
-from bot.remediate.decisions import command_for
-from bot.remediate.executor import OUR_ANNOTATIONS, Executor
-from bot.remediate.nodes import remove_taint, set_annotations, uncordon
 from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer

@@ -23,8 +23,8 @@ from typing import Any
 
 from bot.config import Settings
 from bot.diagnose import diagnose
-from bot.evidence.collecting import collect_facts
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import parse_snapshot
 from bot.model import Signal
 from bot.rules.loading import load_rules
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload

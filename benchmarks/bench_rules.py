@@ -26,8 +26,8 @@ from typing import Any
 
 from bot.config import Settings
 from bot.diagnose import infer_stage
-from bot.evidence.collecting import collect_facts
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import parse_snapshot
 from bot.model import Lang, Signal
 from bot.rules.contexts import node_context, node_pool_context
 from bot.rules.loading import load_rules

@@ -21,8 +21,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.acting.draining import drain
 from bot.kube.cluster import KubeCluster
-from bot.remediate.draining import drain
 from gpusim import objects
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster

@@ -38,7 +38,7 @@ from slack_sdk.errors import SlackApiError
 from bot.chat.blocks import SNOOZE_ACTION, diagnosis_blocks, fallback_text
 from bot.chat.slack import OutboxDelivery, SlackChat, slack_client
 from bot.config import Settings, SlackSettings
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.snapshots import parse_snapshot
 from bot.model import Diagnosis, Incident
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.rules.testing import Edit, apply_edits

@@ -787,7 +787,7 @@ def approve(
     waits to tell how that ended: "approved" is not "done"."""
     import time
 
-    from bot.remediate.decisions import Decisions
+    from bot.approval.voting import Decisions
 
     settings = _settings(config)
     store = _open_store(store_url or settings.store_url)
@@ -849,7 +849,7 @@ def deny(
     """Record a denial from the command line (beside the chat's Deny button). A denial is
     final, so the policy decides who may, as for an approval: the request's approvers,
     whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
-    from bot.remediate.decisions import Decisions
+    from bot.approval.voting import Decisions
     from bot.store.sql import SqlStore
 
     settings = _settings(config)
@@ -1133,8 +1133,8 @@ def alerts_explain(
 ) -> None:
     """For each alert: how gpubot understands it (symptom, the gpubot alert the rules read it
     as, node, GPU, Xid code, and from where), or why it does not."""
-    from bot.evidence.collecting import resolve_signal_nodes
-    from bot.evidence.snapshots import load_snapshot
+    from bot.facts.collecting import resolve_signal_nodes
+    from bot.facts.snapshots import load_snapshot
     from bot.sources.alertmanager.payloads import read_payloads, signals_from_payload
     from bot.sources.alertmanager.understanding import alert_mapping, explain, understand
 

@@ -170,7 +170,7 @@ class BlastRadius(BaseModel):
 
 
 class SmokeTestSettings(BaseModel):
-    """The health gate's GPU smoke test (runbook step 9, item 2; `bot.remediate.smoke_test`):
+    """The health gate's GPU smoke test (runbook step 9, item 2; `bot.gate.smoke_test`):
     a pod on the repaired node lists its GPUs before the uncordon is offered or run."""
 
     model_config = ConfigDict(extra="forbid")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from bot.kube.objects import Obj
+from bot.kube_objects import Obj
 from bot.model import (
     ActionRequest,
     Diagnosis,

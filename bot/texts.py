@@ -111,7 +111,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "✓ passed  ✗ failed, required  ○ not passed, not required",
         ZH: "✓ 通过  ✗ 未通过（必需）  ○ 未通过（非必需）",
     },
-    # -- the health gate's items (`bot.evidence.gate`) --------------------------------------
+    # -- the health gate's items (`bot.gate.items`) --------------------------------------
     "gate.line": {EN: "{name}: {reason}", ZH: "{name}：{reason}"},
     "gate.separator": {EN: "; ", ZH: "；"},
     "gate.name.node-ready": {EN: "node-ready", ZH: "节点就绪"},
@@ -199,7 +199,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "gate.pass": {EN: "passed", ZH: "通过"},
     "gate.fail": {EN: "failed", ZH: "未通过"},
     "gate.not_run": {EN: "not run", ZH: "未运行"},
-    # -- the GPU smoke test's findings (`bot.remediate.smoke_test`); blanks hold what
+    # -- the GPU smoke test's findings (`bot.gate.smoke_test`); blanks hold what
     # Kubernetes and nvidia-smi said, as they said it
     "smoke.no_count": {
         EN: "no GPU count to test against",
@@ -240,7 +240,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "nvidia-smi -L listed {listed} of the node's {count} GPUs, missing GPU {missing}",
         ZH: "nvidia-smi -L 只列出节点 {count} 块 GPU 中的 {listed} 块，缺少 GPU {missing}",
     },
-    # -- the approval policy's judgement (`bot.remediate.approvals.decide`) ------------------
+    # -- the approval policy's judgement (`bot.approval.policy.decide`) ------------------
     "approval.what": {EN: "{action} on {node}", ZH: "对 {node} 的 {action}"},
     "approval.expired": {
         EN: "this request expired at {at} UTC; ask again",

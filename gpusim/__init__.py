@@ -5,5 +5,5 @@ dcgm-exporter and kube-state-metrics endpoints. What it does faithfully and what
 is docs/simulator.md.
 
 Its layers are an import-linter contract (`.importlinter`, `gpusim-layers`). It must never
-import gpubot beyond `bot.kube.objects`, and never serve anything but 127.0.0.1.
+import gpubot beyond `bot.kube_objects`, and never serve anything but 127.0.0.1.
 """

@@ -3,7 +3,7 @@
 Serves what kubectl and the official `kubernetes` client call for the GPU node lifecycle:
 legacy discovery, list/get/create/update/patch/delete, watch (with bookmarks and 410 Gone),
 the pods `eviction`, `log` and `status` subresources, server-side Tables
-(`gpusim.tables`), the access reviews (`gpusim.reviews`), the Metrics API (`gpusim.usage`),
+(`gpusim.printing`), the access reviews (`gpusim.reviews`), the Metrics API (`gpusim.usage`),
 plus the simulator's own control endpoints `POST /_sim/faults` and `/_sim/repairs`. Every
 failure is the Status body the real API server sends.
 
@@ -49,7 +49,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import yaml
 
-from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
+from bot.kube_objects import meta, name_of, namespace_of, spec_of, status_of
 from gpusim import faults, kubelet, protobuf
 from gpusim.authorization import (
     ANONYMOUS,
@@ -65,11 +65,11 @@ from gpusim.credentials import ADMIN_GROUPS, ADMIN_USER, Credentials, credential
 from gpusim.defaulting import pod_on_create
 from gpusim.objects import Json
 from gpusim.openapi import openapi_v3
+from gpusim.printing import table, wants_table
 from gpusim.resources import BY_KIND, BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.reviews import access_review, rules_review, self_subject_review
 from gpusim.serving import LoopbackServer
 from gpusim.state import ClusterState, WatchEvent
-from gpusim.tables import table, wants_table
 from gpusim.usage import node_metrics, pod_metrics
 
 KUBERNETES_VERSION = {

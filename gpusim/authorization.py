@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from bot.kube.objects import labels_of, name_of, namespace_of, selector_matches
+from bot.kube_objects import labels_of, name_of, namespace_of, selector_matches
 from gpusim.objects import Json
 from gpusim.resources import ApiError
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bot.kube.objects import controller_of, meta, name_of, pod_finished, pod_ready, spec_of
-from bot.kube.objects import status_of as _status_of
+from bot.kube_objects import controller_of, meta, name_of, pod_finished, pod_ready, spec_of
+from bot.kube_objects import status_of as _status_of
 from gpusim.objects import Json
 from gpusim.resources import ApiError
 

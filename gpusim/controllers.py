@@ -1,6 +1,6 @@
 """The simulated cluster's control loop: the Job, ReplicaSet and DaemonSet controllers, run
 together with the scheduler (`gpusim.scheduling`), the kubelet (`gpusim.kubelet`) and the node
-lifecycle controller's taints and the kubelets' node Leases (`gpusim.lifecycle`: taints in
+lifecycle controller's taints and the kubelets' node Leases (`gpusim.node_lifecycle`: taints in
 every round, Leases on the kubelet's own 10 s clock in `start()` only).
 
 Opt-in: nothing here runs unless someone builds `Controllers(store)` and calls `reconcile()`
@@ -48,7 +48,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     meta,
     name_of,
     namespace_of,
@@ -59,7 +59,7 @@ from bot.kube.objects import (
 )
 from gpusim.defaulting import pod_on_create
 from gpusim.kubelet import Kubelet, RecentUids, forget_logs
-from gpusim.lifecycle import RENEW_INTERVAL_S, renew_leases, taint_nodes
+from gpusim.node_lifecycle import RENEW_INTERVAL_S, renew_leases, taint_nodes
 from gpusim.objects import (
     Json,
 )

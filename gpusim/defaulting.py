@@ -65,7 +65,7 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from bot.kube.objects import quantity, spec_of
+from bot.kube_objects import quantity, spec_of
 from gpusim.objects import DEFAULT_SCHEDULER, NOT_READY_TAINT, UNREACHABLE_TAINT, Json
 
 DEFAULT_TOLERATION_SECONDS = 300

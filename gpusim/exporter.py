@@ -28,7 +28,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from bot.kube.objects import meta, name_of, pod_ready, spec_of
+from bot.kube_objects import meta, name_of, pod_ready, spec_of
 from gpusim.hardware import gpu_count, gpu_state
 from gpusim.metrics import (
     ALL_FIELDS,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     controller_of,
     labels_of,
     meta,

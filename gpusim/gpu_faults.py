@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     name_of,
     pod_ready,
     quantity,

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.kube.objects import labels_of, quantity, status_of
+from bot.kube_objects import labels_of, quantity, status_of
 from gpusim.objects import GPU_RESOURCE, Json
 from gpusim.state import ClusterState
 

@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from bot.kube.objects import labels_of, meta, name_of, namespace_of, quantity, spec_of, status_of
+from bot.kube_objects import labels_of, meta, name_of, namespace_of, quantity, spec_of, status_of
 from gpusim.objects import Json
 from gpusim.resources import BY_KIND
 from gpusim.serving import LoopbackServer, get_handler

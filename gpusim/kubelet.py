@@ -42,7 +42,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from datetime import datetime
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     container_requests,
     labels_of,
     name_of,

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import yaml
 
-from bot.kube.objects import name_of, namespace_of
+from bot.kube_objects import name_of, namespace_of
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.exporter import DcgmExporterServer

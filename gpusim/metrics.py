@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.kube.objects import labels_of, name_of, status_of
+from bot.kube_objects import labels_of, name_of, status_of
 from gpusim.faulting import FaultError
 from gpusim.hardware import XID_FELL_OFF_BUS, XID_ROW_REMAP_FAILURE, gpu_count
 from gpusim.objects import Json

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     labels_of,
     meta,
     name_of,

@@ -1,6 +1,6 @@
 """Small readers of pods and nodes that the simulated scheduler, kubelet and controllers
 share: a pod's phase (Pending when unset), its priority, a condition by type, whether a node is
-Ready, the controlling owner reference. On top of `bot.kube.objects`' part accessors; they
+Ready, the controlling owner reference. On top of `bot.kube_objects`' part accessors; they
 read and never write.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.kube.objects import meta, name_of, namespace_of, spec_of, status_of
+from bot.kube_objects import meta, name_of, namespace_of, spec_of, status_of
 from gpusim.objects import Json
 from gpusim.resources import ResourceType
 from gpusim.state import ClusterState

@@ -17,7 +17,7 @@ import itertools
 import uuid
 from datetime import UTC, datetime
 
-from bot.kube.objects import meta, name_of, namespace_of
+from bot.kube_objects import meta, name_of, namespace_of
 from gpusim.objects import DEFAULT_SCHEDULER, Json, ts
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.state import ClusterState

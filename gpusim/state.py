@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     labels_of,
     meta,
     name_of,

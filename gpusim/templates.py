@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     labels_of,
     meta,
     name_of,

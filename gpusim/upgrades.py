@@ -17,7 +17,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     labels_of,
     meta,
     name_of,

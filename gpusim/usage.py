@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     container_requests,
     labels_of,
     meta,

@@ -5,7 +5,7 @@ person or a controller would, and never the node itself.
 
 from __future__ import annotations
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     labels_of,
     meta,
     name_of,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.evidence.collecting import collect_facts
-from bot.evidence.snapshots import Snapshot, parse_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import Snapshot, parse_snapshot
 from bot.model import ClusterFacts, Signal
 from bot.rules.testing import Edit, apply_edits
 from tests.helpers.paths import HEALTHY, NOW

@@ -8,7 +8,7 @@ to its Block Kit limit *before* it is built, long lists end with "… N more in 
 and every block passes slack_sdk's own validation (`to_dict()` raises otherwise).
 
 What it must never do: decide, act or talk to Slack. Every function is pure: values in,
-blocks out. Which click is allowed is the approval engine's (`bot.remediate`), sending is
+blocks out. Which click is allowed is the approval engine's (`bot.approval`), sending is
 the adapter's.
 
 The buttons, and what an interaction handler gets back (`action_id` → `value`):

@@ -37,7 +37,7 @@ starts another cycle of the same incident. The digest counts incidents, each onc
   incident once, at most 5.
 - *still out of service* (as of `until`):
   - with the cluster's facts (`out_of_service`: the nodes the blast radius counts as out,
-    cordoned by anyone or not Ready — `bot.remediate.blast_radius.out_of_service`, which this
+    cordoned by anyone or not Ready — `bot.approval.blast_radius.out_of_service`, which this
     layer may not import, so the caller judges and `OutOfService.of` reads the node): every
     such node, whatever the timelines say. Since: the cordon's time as the node shows it (the
     taint's `timeAdded`, else its `NodeNotSchedulable` event: `NodeFacts.cordoned_for_s`),

@@ -42,7 +42,7 @@ from bot.errors import (
     TemporaryError,
     WatchExpired,
 )
-from bot.kube.objects import Obj, meta
+from bot.kube_objects import Obj, meta
 from bot.ports import Kind
 from bot.process.health import Outage
 

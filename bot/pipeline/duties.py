@@ -18,23 +18,23 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.acting.executor import Executor
+from bot.approval.blast_radius import out_of_service
+from bot.approval.voting import Outcome
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError, StateChanged
-from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import failing_text
-from bot.evidence.live import read_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot
+from bot.gate.items import failing_text
 from bot.incidents.digest import OutOfService, build_digest, digest_lines, still_out_note
 from bot.incidents.lifecycle import IllegalTransition
-from bot.kube.objects import name_of, spec_of
+from bot.kube_objects import name_of, spec_of
 from bot.model import Incident, IncidentState
 from bot.names import GPUBOT
 from bot.pipeline.passes import OPEN, DiagnosisPass
 from bot.pipeline.relay import DecisionRelay
 from bot.ports import Chat, Cluster, Store
-from bot.remediate.blast_radius import out_of_service
-from bot.remediate.decisions import Outcome
-from bot.remediate.executor import Executor
 from bot.texts import say
 
 log = logging.getLogger("gpubot.duties")

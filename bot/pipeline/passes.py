@@ -19,16 +19,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
+from bot.acting.executor import Executor
 from bot.clock import Clock
 from bot.config import Settings
 from bot.diagnose import NodeMatches, diagnose
 from bot.errors import RuleError, StateChanged
-from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.live import read_scoped, read_snapshot
-from bot.evidence.metrics import GpuEvidence
+from bot.facts.collecting import collect_facts, resolve_signal_nodes
+from bot.facts.gpu_metrics import GpuEvidence
+from bot.facts.live import read_scoped, read_snapshot
 from bot.incidents.lifecycle import withdrawal_text
 from bot.incidents.summary import summarize, summary_lines
-from bot.kube.objects import Obj, meta, name_of
+from bot.kube_objects import Obj, meta, name_of
 from bot.model import (
     Action,
     ActionRequest,
@@ -45,7 +46,6 @@ from bot.names import GPUBOT
 from bot.pipeline.told import Told
 from bot.ports import Chat, Cluster, SignalStore, Store
 from bot.process.telemetry import Telemetry
-from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.understanding import with_prometheus_xids
 from bot.texts import say

@@ -6,7 +6,7 @@ Why it exists: every replica takes clicks, but only the leader acts; and what a 
 belongs in the incident's story, while a refused or repeated click is that person's business
 (the chat answers it privately).
 
-What it must never do: decide who may approve (the policy does, in `bot.remediate`), or act
+What it must never do: decide who may approve (the policy does, in `bot.approval`), or act
 on a follower.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bot.acting.executor import Executor
+from bot.approval.voting import Outcome
 from bot.errors import GpubotError
 from bot.model import TimelineEntry
 from bot.ports import Chat, Store
 from bot.process.telemetry import Telemetry
-from bot.remediate.decisions import Outcome
-from bot.remediate.executor import Executor
 
 FINAL = frozenset({"acted", "dry-run", "refused", "failed", "denied", "changed"})
 """What an action came to (the rest are steps on the way: a vote recorded, another needed)."""

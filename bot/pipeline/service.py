@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from bot.acting.executor import Executor
+from bot.approval.voting import Outcome
 from bot.clock import Clock
 from bot.config import Settings
-from bot.evidence.metrics import GpuEvidence
+from bot.facts.gpu_metrics import GpuEvidence
 from bot.model import Diagnosis, Incident, Signal, TimelineEntry
 from bot.pipeline.duties import LeaderDuties
 from bot.pipeline.notices import tell_notices
@@ -24,8 +26,6 @@ from bot.pipeline.relay import DecisionRelay
 from bot.pipeline.worker import Worker
 from bot.ports import Chat, Cluster, Store
 from bot.process.telemetry import Telemetry
-from bot.remediate.decisions import Outcome
-from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.inbox import Inbox
 

@@ -6,7 +6,7 @@ client that declares 1,000 bytes and sends one a minute would hold a connection,
 its buffer for good; three hundred of them hold three hundred. The limit bounds the memory of
 one request, the deadline the time: past it the request is answered 408 and the connection
 closed (`CLOSE_CONNECTION`). Headers that never end are the server's to cut
-(`bot.process.http.server_config`).
+(`bot.replica.http.server_config`).
 
 What it must never do: wait for a byte past the deadline, or keep more than `limit` bytes.
 """

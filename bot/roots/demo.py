@@ -17,13 +17,14 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from bot.acting.executor import Executor
 from bot.chat.console import Prose, print_diagnoses, render_summary, render_timeline
 from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
 from bot.diagnose import diagnose
-from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.gate import ExternalEvidence, item_name, item_reason
-from bot.evidence.live import read_snapshot
+from bot.facts.collecting import collect_facts, resolve_signal_nodes
+from bot.facts.live import read_snapshot
+from bot.gate.items import ExternalEvidence, item_name, item_reason
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.cluster import KubeCluster
 from bot.model import (
@@ -38,7 +39,6 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.names import GPUBOT
-from bot.remediate.executor import Executor
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.sources.alertmanager.understanding import alert_mapping

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING
 
 from bot.diagnose import DiagnoseResult, diagnose
 from bot.errors import InputError
-from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
+from bot.facts.collecting import collect_facts, resolve_signal_nodes
+from bot.facts.snapshots import Snapshot, parse_snapshot, read_objects_file
 from bot.model import Lang, Signal
 from bot.rules.loading import RuleSet, load_rules
 
 if TYPE_CHECKING:
     from bot.config import Settings
-    from bot.kube.objects import Obj
+    from bot.kube_objects import Obj
     from bot.rules.testing import RuleTest, TestOutcome
 
 # The must-gather and kernel-log readers, the rule-test runner and the alert intake are
@@ -77,7 +77,7 @@ def read_inputs(
     collected: datetime | None = None
     for path in paths:
         if path.is_dir():
-            from bot.evidence.mustgather import read_must_gather
+            from bot.facts.mustgather import read_must_gather
 
             bundle = read_must_gather(path)
             objects += bundle.objects
@@ -89,7 +89,7 @@ def read_inputs(
         else:
             objects += read_objects_file(path, for_facts=True)
     for log in kernel_logs:
-        from bot.evidence.kernel import kernel_signals, read_log_file
+        from bot.facts.kernel import kernel_signals, read_log_file
 
         read = read_log_file(log)
         if read.problem:

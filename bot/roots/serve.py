@@ -25,14 +25,15 @@ from pathlib import Path
 import uvicorn
 from rich.console import Console
 
+from bot.acting.executor import Executor
 from bot.chat.queued import ConsoleDelivery, QueuedConsoleChat
 from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
 from bot.clock import utcnow
 from bot.config import Settings
 from bot.errors import InputError, TemporaryError
-from bot.evidence.gate import ExternalEvidence
-from bot.evidence.metric_lines import error_lines, lines
-from bot.evidence.metrics import GpuEvidence, gather_gpu_evidence
+from bot.facts.gpu_metrics import GpuEvidence, gather_gpu_evidence
+from bot.facts.metric_lines import error_lines, lines
+from bot.gate.items import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
@@ -41,12 +42,11 @@ from bot.pipeline.passes import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
 from bot.process.health import Probe
-from bot.process.http import build_app, server_config
-from bot.process.leader import LeaderElector, LeaseConfig
-from bot.process.schedule import Scheduler
 from bot.process.telemetry import Telemetry
 from bot.prom.client import PrometheusMetrics
-from bot.remediate.executor import Executor
+from bot.replica.http import build_app, server_config
+from bot.replica.leader import LeaderElector, LeaseConfig
+from bot.replica.schedule import Scheduler
 from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.endpoint import WebSettings
 from bot.sources.alertmanager.inbox import Inbox

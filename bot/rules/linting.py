@@ -15,7 +15,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import InputError, RuleError
-from bot.evidence.nodes import GPU_FAULT_ALERTS
+from bot.facts.nodes import GPU_FAULT_ALERTS
 from bot.model import (
     Blocker,
     ClusterFacts,
@@ -243,7 +243,7 @@ def _maps_iterated(source: str, activation: Activation) -> list[str]:
 
 
 EVIDENCE_READS = frozenset({"GPUXidError", *GPU_FAULT_ALERTS})
-"""Alert names the facts read besides the rules: Xids (`bot.evidence.nodes.xids_of`) and the
+"""Alert names the facts read besides the rules: Xids (`bot.facts.nodes.xids_of`) and the
 GPU faults the health gate names."""
 _NAME_IS = re.compile(r'\.name\s*(?:==|!=)\s*"([^"]+)"|"([^"]+)"\s*(?:==|!=)\s*\w+\.name\b')
 _NAME_IN = re.compile(r"\.name\s+in\s*\[([^\]]*)\]")

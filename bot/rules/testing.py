@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from bot.errors import InputError
-from bot.evidence.snapshots import read_objects_file
-from bot.kube.objects import merge_patch, name_of, namespace_of
+from bot.facts.snapshots import read_objects_file
+from bot.kube_objects import merge_patch, name_of, namespace_of
 from bot.model import Action, Diagnosis, Lang, Severity, Stage
 from bot.rules.loading import validate_model
 from bot.yamlfiles import load_located

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from bot.evidence.pods import component_of
-from bot.kube.objects import (
+from bot.facts.pods import component_of
+from bot.kube_objects import (
     Obj,
     labels_of,
     meta,

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from bot.clock import Clock, utcnow
 from bot.errors import GpubotError, TemporaryError, WatchExpired
-from bot.kube.objects import Obj, meta, name_of, namespace_of
+from bot.kube_objects import Obj, meta, name_of, namespace_of
 from bot.model import Signal
 from bot.ports import Cluster, Kind
 from bot.sources.trimmed import (

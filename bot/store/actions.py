@@ -7,7 +7,7 @@ one conditional UPDATE (`take_over_execution`), so clicks, retries, restarts and
 meet a constraint, never a second drain.
 
 What it must never do: judge a vote (who may approve, how many are needed, whether the node
-changed: `bot.remediate`'s), act on the cluster, or claim a request whose incident is
+changed: `bot.approval`'s), act on the cluster, or claim a request whose incident is
 resolved (`claim_execution` reads the incident, locked, in the transaction that claims).
 """
 

@@ -26,7 +26,7 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.errors import StoreSchemaError, StoreUnavailable
 from bot.ports import Store
-from bot.store import schema
+from bot.store import migrating
 from bot.store.actions import ExecutionRecord, SqlActions
 from bot.store.database import Database, create_engine, sqlite_file
 from bot.store.incidents import SqlIncidents
@@ -72,7 +72,7 @@ class SqlStore(SqlSignals, SqlIncidents, SqlOutbox, SqlActions, Store):
         if migrate or not create:
             try:
                 with store.db.translated():
-                    schema.ensure_current(engine, shown, create=create)
+                    migrating.ensure_current(engine, shown, create=create)
             except BaseException:
                 store.close()
                 raise
@@ -86,9 +86,9 @@ def migrate(url: str) -> tuple[str | None, str]:
     """`gpubot db upgrade`: (revision before, revision after)."""
     engine = create_engine(url, lock_timeout_s=30)
     try:
-        before = schema.current(engine)
-        schema.upgrade(engine)
-        return before, schema.head()
+        before = migrating.current(engine)
+        migrating.upgrade(engine)
+        return before, migrating.head()
     except DBAPIError as exc:
         raise StoreUnavailable(f"store {url}: {exc.orig or exc}") from exc
     finally:

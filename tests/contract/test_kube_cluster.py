@@ -7,6 +7,13 @@ from typing import Any
 
 import pytest
 
+from bot.acting.cordoning import (
+    add_taint,
+    annotate,
+    cordon,
+    remove_taint,
+    uncordon,
+)
 from bot.config import Settings
 from bot.errors import (
     AlreadyExists,
@@ -16,17 +23,10 @@ from bot.errors import (
     PermanentError,
     TemporaryError,
 )
-from bot.evidence.collecting import collect_facts
-from bot.evidence.live import read_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot
 from bot.kube.cluster import KubeCluster
 from bot.names import MAINTENANCE_TAINT
-from bot.remediate.nodes import (
-    add_taint,
-    annotate,
-    cordon,
-    remove_taint,
-    uncordon,
-)
 from gpusim.resources import BY_KIND
 
 Sim = tuple[Any, KubeCluster]

@@ -25,7 +25,7 @@ from bot.model import (
     TimelineEntry,
     Vote,
 )
-from bot.store import schema
+from bot.store import migrating
 from bot.store.sql import SqlStore
 from bot.store.tables import metadata
 from tests.helpers.builders import (
@@ -375,7 +375,7 @@ def test_an_upgraded_database_counts_the_alerts_it_already_had(tmp_path: Path) -
     """Alerts stored before the aggregated view existed are in it after the upgrade."""
     url = f"sqlite:///{tmp_path / 'gpubot.db'}"
     engine = sa.create_engine(url)
-    schema.upgrade(engine, "0006")
+    migrating.upgrade(engine, "0006")
     payload = {
         "source": "alertmanager",
         "name": "GPUXidError",
@@ -407,7 +407,7 @@ def test_an_upgraded_database_counts_the_alerts_it_already_had(tmp_path: Path) -
                     ),
                 },
             )
-    schema.upgrade(engine)
+    migrating.upgrade(engine)
     engine.dispose()
     store = SqlStore.open(url)
     try:
@@ -445,11 +445,11 @@ def test_the_outbox_keeps_each_message_once_and_in_order_per_group(store: SqlSto
 def test_an_older_schema_is_refused_until_upgraded(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'gpubot.db'}"
     engine = sa.create_engine(url)
-    schema.upgrade(engine, "0001")
-    needs = rf"has schema 0001, this gpubot needs {schema.head()}: run "
+    migrating.upgrade(engine, "0001")
+    needs = rf"has schema 0001, this gpubot needs {migrating.head()}: run "
     with pytest.raises(StoreSchemaError, match=needs):
         SqlStore.open(url)
-    schema.upgrade(engine)
+    migrating.upgrade(engine)
     engine.dispose()
     SqlStore.open(url).close()
 

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from bot.kube.objects import labels_of, name_of
+from bot.kube_objects import labels_of, name_of
 from bot.model import Incident, IncidentState, TimelineEntry
 from bot.store.sql import SqlStore
 from gpusim.faults import inject
@@ -504,7 +504,7 @@ def test_xid_79_to_an_incident_with_prometheus_evidence_and_resolved_by_the_rebo
     alerts = [s for s in chain.db.signals(node=XID_NODE) if s.name == "GPUXidError"]
     assert alerts and {s.source for s in alerts} == {"alertmanager"}
     assert {(s.gpu, s.labels["xid"], s.status) for s in alerts} == {("3", "79", "firing")}
-    # Evidence asked from Prometheus when diagnosing (bot/evidence/metrics.py `lines`): the
+    # Evidence asked from Prometheus when diagnosing (bot/facts/gpu_metrics.py `lines`): the
     # Xid, counted by DCGM_EXP_XID_ERRORS_COUNT; its time only once the evidence's subquery
     # (15 s steps over 30 min) has a step after the change, so maybe not yet.
     evidence = chain.evidence(incident)

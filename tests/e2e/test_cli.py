@@ -250,7 +250,7 @@ NOT_FOR_DIAGNOSE = (
     "slack_sdk",
     "gpusim",
     "bot.chat.console",
-    "bot.evidence.mustgather",
+    "bot.facts.mustgather",
     "bot.rules.testing",
     "bot.rules.linting",
 )
@@ -529,18 +529,18 @@ def test_bad_rule_test_input_exits_2_naming_the_test(
 def test_db_upgrade_brings_an_older_store_to_this_schema(tmp_path: Path) -> None:
     import sqlalchemy as sa
 
-    from bot.store import schema
+    from bot.store import migrating
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = sa.create_engine(url)
-    schema.upgrade(engine, "0001")
+    migrating.upgrade(engine, "0001")
     engine.dispose()
     refused = gpubot("timeline", "gpu-a1", "--store-url", url)
     assert refused.returncode == 2
     assert f"run `gpubot db upgrade --store-url {url}`" in refused.stderr
     done = gpubot("db", "upgrade", "--store-url", url)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"schema 0001 -> {schema.head()}"
+    assert done.stdout.strip() == f"schema 0001 -> {migrating.head()}"
     assert (
         "no incident with id or node 'gpu-a1'"
         in gpubot("timeline", "gpu-a1", "--store-url", url).stderr

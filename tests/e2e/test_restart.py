@@ -27,13 +27,13 @@ from typing import Any
 
 from typer.testing import CliRunner
 
+from bot.acting.executor import Executor
 from bot.cli import app
 from bot.config import load_settings
 from bot.diagnose import diagnose
-from bot.evidence.collecting import collect_facts
-from bot.evidence.live import read_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot
 from bot.model import IncidentState
-from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore

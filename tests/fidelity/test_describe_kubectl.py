@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bot.evidence.describe import nodes_from_describe
+from bot.facts.describe import nodes_from_describe
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.evidence.collecting import collect_facts
-from bot.evidence.scheduling import split_scheduler_message
-from bot.evidence.snapshots import Snapshot
-from bot.kube.objects import quantity
+from bot.facts.collecting import collect_facts
+from bot.facts.pending import split_scheduler_message
+from bot.facts.snapshots import Snapshot
+from bot.kube_objects import quantity
 from gpusim import objects
 from gpusim.controllers import Controllers
 from gpusim.faults import cordon, uncordon

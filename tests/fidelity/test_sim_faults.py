@@ -15,8 +15,8 @@ import pytest
 
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult
-from bot.evidence.collecting import collect_facts
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import parse_snapshot
 from bot.roots.offline import diagnose_snapshot
 from bot.rules.loading import RuleSet, load_rules
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 import yaml
 
-from bot.kube.objects import controller_of, name_of, namespace_of
+from bot.kube_objects import controller_of, name_of, namespace_of
 from bot.model import Action, ActionRequest
 from bot.store.sql import ExecutionRecord, SqlStore
 from bot.store.tables import executions

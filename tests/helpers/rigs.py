@@ -15,14 +15,14 @@ from typing import Any
 
 from rich.console import Console
 
+from bot.acting.executor import Executor
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.drills.record import RecordingChat, Seen, SeenKind
-from bot.evidence.gate import ExternalEvidence
+from bot.gate.items import ExternalEvidence
 from bot.kube.cluster import KubeCluster
 from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
-from bot.remediate.executor import Executor
 from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from bot.cli import app
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult
-from bot.evidence.snapshots import Snapshot, parse_snapshot
+from bot.facts.snapshots import Snapshot, parse_snapshot
 from bot.model import Diagnosis, Lang, Signal
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.rules.loading import RuleSet

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from bot.config import Settings
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.snapshots import parse_snapshot
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from gpusim.exporter import DcgmCollector, render

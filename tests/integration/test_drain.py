@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any
 
+from bot.acting.draining import DrainProgress, drain, plan_drain
 from bot.kube.cluster import KubeCluster
-from bot.remediate.draining import DrainProgress, drain, plan_drain
 from gpusim.resources import BY_KIND
 
 Sim = tuple[Any, KubeCluster]

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from bot.acting.cordoning import cordon, take_out
+from bot.approval.policy import approvals_needed
 from bot.config import SmokeTestSettings
 from bot.model import Action, IncidentState, Lang, TimelineEntry
 from bot.names import MAINTENANCE_TAINT, NAMESPACE
-from bot.remediate.approvals import approvals_needed
-from bot.remediate.nodes import cordon, take_out
 from gpusim.faults import inject
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis

@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from bot.kube.cluster import KubeCluster
-from bot.process.leader import LeaderElector, LeaseConfig
+from bot.replica.leader import LeaderElector, LeaseConfig
 from gpusim.resources import BY_KIND
 
 CONFIG = LeaseConfig(lease_duration_s=15, renew_deadline_s=10, retry_period_s=2)

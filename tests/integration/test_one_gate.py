@@ -10,9 +10,9 @@ import inspect
 import pytest
 
 from bot.config import Settings
-from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, health_gate
-from bot.evidence.snapshots import parse_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import parse_snapshot
+from bot.gate.items import ExternalEvidence, health_gate
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from gpusim.faults import FAULTS, fault_parameters, inject
 from gpusim.resources import RESOURCES

@@ -18,8 +18,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from bot.errors import PermanentError, TemporaryError
-from bot.evidence.metric_lines import lines
-from bot.evidence.metrics import (
+from bot.facts.gpu_metrics import (
     GpuEvidence,
     GpuMetrics,
     XidSeen,
@@ -28,6 +27,7 @@ from bot.evidence.metrics import (
     promql_string,
     xid_facts,
 )
+from bot.facts.metric_lines import lines
 from bot.model import Lang
 from bot.ports import Sample
 from bot.prom.client import PrometheusMetrics

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from bot.acting.executor import Executor
 from bot.chat.console import ConsoleChat
 from bot.config import ApprovalPolicy, Remediation, Settings
-from bot.evidence.gate import ExternalEvidence
+from bot.gate.items import ExternalEvidence
 from bot.model import Signal
 from bot.pipeline.service import Service
 from bot.process.telemetry import Telemetry
-from bot.remediate.executor import Executor
 from bot.rules.loading import load_rules
 from bot.store.sql import SqlStore
 from tests.helpers.paths import RULES

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from bot.config import ScheduleSettings
 from bot.pipeline.service import Service
-from bot.process.schedule import Scheduler
+from bot.replica.schedule import Scheduler
 
 
 class _Duties:

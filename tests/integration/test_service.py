@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from bot.acting.executor import Executor
 from bot.chat.console import ConsoleChat
 from bot.config import (
     ActionPolicy,
@@ -24,14 +25,13 @@ from bot.config import (
     ScheduleSettings,
     Settings,
 )
-from bot.evidence.gate import ExternalEvidence
+from bot.gate.items import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
 from bot.pipeline.passes import FiringAlerts
 from bot.pipeline.service import Service
-from bot.process.schedule import Scheduler
 from bot.process.telemetry import Telemetry
-from bot.remediate.executor import Executor
+from bot.replica.schedule import Scheduler
 from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore

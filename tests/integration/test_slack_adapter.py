@@ -33,6 +33,9 @@ from hypothesis import strategies as st
 from slack_bolt import BoltRequest
 from starlette.applications import Starlette
 
+from bot.acting.executor import Executor
+from bot.approval.policy import approvals_needed, new_request
+from bot.approval.voting import Outcome
 from bot.chat.blocks import APPROVE_ACTION, DENY_ACTION, SNOOZE_ACTION, TIMELINE_ACTION
 from bot.chat.slack import (
     OutboxDelivery,
@@ -53,8 +56,8 @@ from bot.config import (
     Thresholds,
 )
 from bot.errors import InputError
-from bot.evidence.gate import ExternalEvidence
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
+from bot.gate.items import ExternalEvidence
 from bot.model import (
     Action,
     ActionRequest,
@@ -65,10 +68,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.pipeline.service import Service
-from bot.process.http import server_config
-from bot.remediate.approvals import approvals_needed, new_request
-from bot.remediate.decisions import Outcome
-from bot.remediate.executor import Executor
+from bot.replica.http import server_config
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore

@@ -1,4 +1,4 @@
-"""The health gate's GPU smoke test (bot/remediate/smoke_test.py) through the real kubernetes
+"""The health gate's GPU smoke test (bot/gate/smoke_test.py) through the real kubernetes
 client against the simulator, whose kubelet runs `nvidia-smi -L` over its fault state.
 
 Most tests drive the simulated controllers deterministically: the smoke test's injected
@@ -14,23 +14,23 @@ from typing import Any
 
 import pytest
 
+from bot.acting.cordoning import add_taint, cordon
 from bot.config import Settings, SmokeTestSettings
 from bot.errors import PermanentError
-from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, failing_text, health_gate
-from bot.evidence.live import read_snapshot
-from bot.evidence.snapshots import Snapshot
-from bot.kube.cluster import KubeCluster
-from bot.model import ClusterFacts, Lang
-from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
-from bot.remediate.nodes import add_taint, cordon
-from bot.remediate.smoke_test import (
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot
+from bot.facts.snapshots import Snapshot
+from bot.gate.items import ExternalEvidence, failing_text, health_gate
+from bot.gate.smoke_test import (
     SmokeTest,
     SmokeTests,
     parse_gpu_list,
     run_smoke_test,
     smoke_test_pod,
 )
+from bot.kube.cluster import KubeCluster
+from bot.model import ClusterFacts, Lang
+from bot.names import MAINTENANCE_TAINT, SMOKE_TEST_LABEL
 from gpusim.apiserver import SimulatedApiServer
 from gpusim.controllers import Controllers
 from gpusim.faults import inject

@@ -33,8 +33,8 @@ from starlette.types import Message, Scope
 
 from bot.errors import InputError
 from bot.model import Signal
-from bot.process.http import build_app, server_config
 from bot.process.telemetry import Telemetry
+from bot.replica.http import build_app, server_config
 from bot.sources.alertmanager.endpoint import MiB, WebSettings
 from bot.sources.alertmanager.inbox import Inbox
 from bot.store.sql import SqlStore

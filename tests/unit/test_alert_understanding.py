@@ -15,9 +15,9 @@ import yaml
 
 from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.collecting import resolve_signal_nodes
-from bot.evidence.metrics import GpuEvidence, GpuMetrics, XidSeen
-from bot.evidence.snapshots import Snapshot
+from bot.facts.collecting import resolve_signal_nodes
+from bot.facts.gpu_metrics import GpuEvidence, GpuMetrics, XidSeen
+from bot.facts.snapshots import Snapshot
 from bot.model import Signal
 from bot.rules.linting import alert_names_read, lint_alert_mapping, lint_rules
 from bot.rules.loading import (
@@ -403,7 +403,7 @@ def test_an_exporter_pod_ip_or_name_gives_the_node_but_only_for_alerts_the_mappi
 
 
 def test_the_collector_reads_the_annotation_the_mapping_writes() -> None:
-    source = (REPO / "bot" / "evidence" / "collecting.py").read_text()
+    source = (REPO / "bot" / "facts" / "collecting.py").read_text()
     assert f'"{POD_REFS}"' in source
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.config import Settings
-from bot.evidence.snapshots import load_snapshot
+from bot.facts.snapshots import load_snapshot
 from bot.model import Signal
 from bot.roots.offline import diagnose_snapshot
 from bot.rules.contexts import ALERTS_PER_NODE, aggregated_alerts

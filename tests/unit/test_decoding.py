@@ -1,7 +1,7 @@
 """A snapshot file decoded trimmed to what the facts read gives the very facts the whole
 objects give: for every rule test's cluster (the shipped snapshots with each test's edits:
 crash loops, PDBs, finalizers, evictions, events, pending pods) and the seeded fleet. A part
-the facts start reading that `bot.evidence.decoding` does not declare fails here."""
+the facts start reading that `bot.facts.decoding` does not declare fails here."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from bot.config import Settings
-from bot.evidence.collecting import collect_facts, resolve_signal_nodes
-from bot.evidence.decoding import decode_trimmed, read_trimmed
-from bot.evidence.snapshots import Snapshot, parse_snapshot, read_objects_file
+from bot.facts.collecting import collect_facts, resolve_signal_nodes
+from bot.facts.decoding import decode_trimmed, read_trimmed
+from bot.facts.snapshots import Snapshot, parse_snapshot, read_objects_file
 from bot.model import ClusterFacts, Signal
 from bot.roots.offline import build_case, rule_test_files
 from bot.rules.testing import load_test_file

@@ -13,14 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.errors import InputError
-from bot.evidence.kernel import (
+from bot.facts.kernel import (
     gpu_indexes,
     gunzip_members,
     kernel_signals,
     read_log_file,
     report_time,
 )
-from bot.evidence.nodes import xids_of
+from bot.facts.nodes import xids_of
 from bot.model import Signal
 from tests.helpers.paths import REPO
 

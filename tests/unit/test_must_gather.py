@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.describe import labels_from_must_gather, nodes_from_describe
-from bot.evidence.mustgather import Bundle, read_must_gather
-from bot.evidence.snapshots import Snapshot
-from bot.kube.objects import Obj, name_of
+from bot.facts.describe import labels_from_must_gather, nodes_from_describe
+from bot.facts.mustgather import Bundle, read_must_gather
+from bot.facts.snapshots import Snapshot
+from bot.kube_objects import Obj, name_of
 from bot.model import Action, Lang
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from tests.helpers.paths import REPO

@@ -8,10 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
-from bot.evidence.snapshots import Snapshot
-from bot.model import Action, ClusterFacts, Lang
-from bot.remediate.approvals import (
+from bot.approval.policy import (
     Vote,
     approvals_needed,
     decide,
@@ -19,6 +16,9 @@ from bot.remediate.approvals import (
     facts_fingerprint,
     new_request,
 )
+from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
+from bot.facts.snapshots import Snapshot
+from bot.model import Action, ClusterFacts, Lang
 from tests.helpers.paths import NOW
 
 POLICY = ApprovalPolicy(

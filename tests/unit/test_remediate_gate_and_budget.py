@@ -8,20 +8,20 @@ from typing import Any
 
 import pytest
 
+from bot.approval.blast_radius import check_budget
 from bot.config import BlastRadius, Settings
-from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import (
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import Snapshot
+from bot.facts.taking_out import take_out_facts
+from bot.gate.items import (
     ExternalEvidence,
     failing_text,
     gate_failures,
     health_gate,
     item_reason,
 )
-from bot.evidence.snapshots import Snapshot
-from bot.evidence.taking_out import take_out_facts
 from bot.model import ClusterFacts, Lang
 from bot.names import POOL_LABEL
-from bot.remediate.blast_radius import check_budget
 from tests.helpers.paths import NOW
 
 Edited = Callable[..., Snapshot]

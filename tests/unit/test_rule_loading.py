@@ -10,7 +10,7 @@ import yaml
 
 from bot.config import Settings
 from bot.diagnose import diagnose
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
 from bot.model import ClusterFacts
 from bot.rules.cel import Activation, Expression
 from bot.rules.linting import lint_rules

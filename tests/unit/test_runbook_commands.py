@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.config import Settings
-from bot.evidence.collecting import collect_facts
-from bot.evidence.snapshots import load_snapshot
+from bot.facts.collecting import collect_facts
+from bot.facts.snapshots import load_snapshot
 from bot.model import NodeFacts
 from bot.rules.commands import fill
 from tests.helpers.paths import HEALTHY

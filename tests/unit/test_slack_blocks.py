@@ -18,6 +18,7 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackObjectFormationError
 from slack_sdk.models.blocks import Block, SectionBlock
 
+from bot.approval.policy import new_request
 from bot.chat.blocks import (
     APPROVE_ACTION,
     DENY_ACTION,
@@ -31,9 +32,8 @@ from bot.chat.blocks import (
     fallback_text,
 )
 from bot.config import ApprovalPolicy, Settings
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
 from bot.model import Action, ActionRequest, Blocker, ClusterFacts, Diagnosis, Lang, RunbookStep
-from bot.remediate.approvals import new_request
 from bot.roots.offline import diagnose_snapshot, load_ruleset
 from tests.helpers.paths import NOW
 from tests.helpers.slack_double import SlackDouble

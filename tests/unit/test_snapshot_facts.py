@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from bot.errors import InputError
-from bot.evidence.collecting import resolve_signal_nodes
-from bot.evidence.scheduling import classify_reason, split_scheduler_message
-from bot.evidence.snapshots import Snapshot, load_snapshot
-from bot.kube.objects import quantity, selector_matches
+from bot.facts.collecting import resolve_signal_nodes
+from bot.facts.pending import classify_reason, split_scheduler_message
+from bot.facts.snapshots import Snapshot, load_snapshot
+from bot.kube_objects import quantity, selector_matches
 from bot.model import ClusterFacts, Signal
 from tests.helpers.paths import HEALTHY
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.config import Settings
 from bot.diagnose import infer_stage
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
 from bot.model import ClusterFacts, Stage
 
 CORDONED = {"spec": {"unschedulable": True}}

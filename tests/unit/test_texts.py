@@ -59,7 +59,9 @@ def test_say_fills_the_sentence_in_the_language_asked() -> None:
 SPEAKING = [
     "bot/chat",
     "bot/pipeline",
-    "bot/remediate",
+    "bot/approval",
+    "bot/acting",
+    "bot/gate",
     "bot/incidents",
     "bot/roots/serve.py",
     "bot/roots/demo.py",
@@ -107,9 +109,9 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
         "payload came from, for its errors",
         {"GPU {}: Xid {}", "GPU {}: {} ECC double-bit errors", "simulated Alertmanager"},
     ),
-    "bot/remediate/decisions.py": ("a command line", {"kubectl drain {}{}"}),
-    "bot/remediate/executor.py": ("a node annotation", {"{} approved in gpubot"}),
-    "bot/remediate/draining.py": (
+    "bot/approval/voting.py": ("a command line", {"kubectl drain {}{}"}),
+    "bot/acting/executor.py": ("a node annotation", {"{} approved in gpubot"}),
+    "bot/acting/draining.py": (
         "kubectl drain's own words, kept as kubectl says them (docs/architecture.md, known gaps)",
         {
             "pod {}/{}: DaemonSet {} not found",
@@ -126,7 +128,7 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
             "timed out",
         },
     ),
-    "bot/remediate/smoke_test.py": (
+    "bot/gate/smoke_test.py": (
         "the smoke test's findings in a mix the catalogue has no sentence for, the pod's state "
         "as Kubernetes reports it (docs/architecture.md, known gaps)",
         {

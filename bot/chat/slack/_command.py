@@ -18,7 +18,7 @@ from bot.chat.blocks import code, escape
 from bot.chat.slack._handling import INCIDENT_ID, Handling, ephemeral, timeline_blocks
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError
-from bot.evidence.gate import failing_facts_text
+from bot.gate.items import failing_facts_text
 from bot.model import Action, IncidentState
 from bot.texts import say, state_name
 

@@ -8,7 +8,7 @@ Why it exists: a policy may name who approves by user group (`@gpu-oncall`, or i
 What it must never do: grant an approval because Slack could not be asked. When Slack is
 down, the last answer serves for a while (`max_stale_s`); after that nobody is in any group,
 so approvals by group are refused, never granted. It never decides an approval either: the
-policy (`bot.remediate.approvals.decide`) does, with this as its `groups_of`.
+policy (`bot.approval.policy.decide`) does, with this as its `groups_of`.
 """
 
 from __future__ import annotations

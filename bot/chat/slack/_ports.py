@@ -4,9 +4,9 @@ request for `/gpubot cordon|drain|uncordon` (`Requests`), and the decisions (`En
 Why it exists: the adapter must never decide who may approve, or act (DESIGN.md invariant 1).
 Every click goes to the engine (`Engine.approve` / `Engine.deny`, which
 `bot.pipeline.service.Service` satisfies), and the answer the engine gives is what the person
-sees. Writing down the little
-the adapter asks of the engine keeps the adapter testable with the real service behind it, and
-keeps `bot.chat` independent of `bot.remediate` and `bot.pipeline` (the layers contract).
+sees. Writing down the little the adapter asks of the engine keeps the adapter testable with
+the real service behind it, and keeps `bot.chat` independent of `bot.approval`, `bot.acting`
+and `bot.pipeline` (the layers contract).
 
 What it must never do: import the engine. These are `typing.Protocol`s, nothing more.
 """
@@ -20,7 +20,7 @@ from bot.ports import Store
 
 
 class Decided(Protocol):
-    """An engine's answer to a click (`bot.remediate.decisions.Outcome`)."""
+    """An engine's answer to a click (`bot.approval.voting.Outcome`)."""
 
     @property
     def request_id(self) -> str: ...

@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from bot.config import ALERTS_FILE, Settings, bundled_rules_dir
 from bot.errors import InputError
-from bot.evidence.metrics import GpuEvidence, GpuMetrics
+from bot.facts.gpu_metrics import GpuEvidence, GpuMetrics
 from bot.model import Signal
 from bot.rules.loading import (
     ASK_PROMETHEUS,

@@ -22,8 +22,8 @@ import msgspec
 import yaml
 
 from bot.errors import InputError
-from bot.evidence.decoding import decode_trimmed, read_trimmed
-from bot.kube.objects import (
+from bot.facts.decoding import decode_trimmed, read_trimmed
+from bot.kube_objects import (
     Obj,
     controller_of,
     event_time,
@@ -119,7 +119,7 @@ def _json(text: str | bytes, where: str) -> Any:
 
 def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
     """`read_objects` of a file, or of standard input when the path is `-`. `for_facts`: a
-    JSON file's objects hold only what the facts read (`bot.evidence.decoding`), for a
+    JSON file's objects hold only what the facts read (`bot.facts.decoding`), for a
     snapshot that is only diagnosed."""
     where = "stdin" if str(path) == "-" else str(path)
     if for_facts and where != "stdin":

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.kube.objects import labels_of, meta, name_of, spec_of, status_of
+from bot.kube_objects import labels_of, meta, name_of, spec_of, status_of
 from gpusim.objects import Json
 
 Cell = str | int | bool | None

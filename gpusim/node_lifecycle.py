@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from bot.kube.objects import meta, name_of, spec_of, status_of
+from bot.kube_objects import meta, name_of, spec_of, status_of
 from gpusim.objects import Json, ts
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.state import ClusterState

@@ -24,7 +24,7 @@ View = Mapping[str, Any]
 
 
 DECODED_PARTS: set[type] = set()
-"""The struct types a trimmed snapshot's objects are decoded into (`bot.evidence.decoding`
+"""The struct types a trimmed snapshot's objects are decoded into (`bot.facts.decoding`
 adds them): read as the dicts they stand for, a field is also their attribute, UNSET (not a
 mapping) where the input lacked it."""
 

@@ -8,7 +8,7 @@ stays 09:00 across DST).
 
 Only the leader runs a scheduler: APScheduler 3 does not support two schedulers on one job
 store, so a replica starts one when it gains the lease and shuts it down when it loses it.
-Jobs are stored by reference ("bot.process.schedule:sweep"), so they reach this process' `Service`
+Jobs are stored by reference ("bot.replica.schedule:sweep"), so they reach this process' `Service`
 through the module-level `_service`.
 """
 
@@ -36,7 +36,7 @@ _service: Service | None = None
 
 def _current() -> Service:
     if _service is None:
-        raise RuntimeError("no Service registered with bot.process.schedule")
+        raise RuntimeError("no Service registered with bot.replica.schedule")
     return _service
 
 
@@ -151,7 +151,7 @@ class Scheduler:
                 (follow_up, s.follow_up_s),
             ):
                 scheduler.add_job(
-                    f"bot.process.schedule:{func.__name__}",
+                    f"bot.replica.schedule:{func.__name__}",
                     "interval",
                     seconds=seconds,
                     id=func.__name__,
@@ -160,7 +160,7 @@ class Scheduler:
             if s.digest_at is not None:
                 hour, minute = s.digest_at.strip().split(":")
                 scheduler.add_job(
-                    "bot.process.schedule:digest",
+                    "bot.replica.schedule:digest",
                     CronTrigger(hour=int(hour), minute=int(minute), timezone=ZoneInfo(s.digest_tz)),
                     id="digest",
                     replace_existing=True,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.approval.policy import decide, deny_refusal
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import NotFound, StateChanged
@@ -34,7 +35,6 @@ from bot.model import (
 )
 from bot.names import GPUBOT
 from bot.ports import Execution, Store
-from bot.remediate.approvals import decide, deny_refusal
 from bot.texts import say
 
 Status = Literal[
@@ -62,7 +62,7 @@ class Outcome:
     """When the node changed: the request that asks again."""
     approvals_needed: int | None = None
     """With `need-another`: how many different people the policy asks to approve the
-    request (`bot.remediate.approvals.approvals_needed`), for whoever shows the count."""
+    request (`bot.approval.policy.approvals_needed`), for whoever shows the count."""
     request: ActionRequest | None = None
     """With `recorded`: the request as the vote found it, valid and not decided, so the
     executor need not read it again."""

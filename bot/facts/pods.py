@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import Settings
-from bot.evidence.snapshots import Index, age_s
-from bot.kube.objects import (
+from bot.facts.snapshots import Index, age_s
+from bot.kube_objects import (
     Obj,
     controller_of,
     labels_of,

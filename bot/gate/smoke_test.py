@@ -52,8 +52,8 @@ from typing import Any
 from bot.clock import Clock
 from bot.config import SmokeTestSettings
 from bot.errors import AlreadyExists, GpubotError, NotFound, TemporaryError
-from bot.evidence.gate import ExternalEvidence, GateResult, Verdict, health_gate
-from bot.kube.objects import spec_of, status_of
+from bot.gate.items import ExternalEvidence, GateResult, Verdict, health_gate
+from bot.kube_objects import spec_of, status_of
 from bot.model import ClusterFacts, Lang, NodeFacts
 from bot.names import (
     GPUBOT,

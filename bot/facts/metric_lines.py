@@ -1,6 +1,6 @@
 """The Prometheus evidence of one GPU node as short lines of a diagnosis, in Chinese or English.
 
-Why it exists: `GpuEvidence` (bot/evidence/metrics.py) is what Prometheus said; this is what
+Why it exists: `GpuEvidence` (bot/facts/gpu_metrics.py) is what Prometheus said; this is what
 the on-call reads. What it must never do: query anything, or claim more than the evidence
 holds (an exporter that is down is said to be down, not "no errors").
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from bot.evidence.metrics import GpuEvidence
+from bot.facts.gpu_metrics import GpuEvidence
 from bot.model import Lang
 
 

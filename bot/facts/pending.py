@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from bot.config import Settings
-from bot.evidence.nodes import MIG_RESOURCE_PREFIX
-from bot.evidence.snapshots import Index, Snapshot, age_s
-from bot.kube.objects import (
+from bot.facts.nodes import MIG_RESOURCE_PREFIX
+from bot.facts.snapshots import Index, Snapshot, age_s
+from bot.kube_objects import (
     controller_of,
     event_time,
     meta,

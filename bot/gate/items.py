@@ -96,7 +96,7 @@ def _item(
 
 
 class SmokeResult(Protocol):
-    """What the GPU smoke test saw (`bot.remediate.smoke_test.SmokeTest`)."""
+    """What the GPU smoke test saw (`bot.gate.smoke_test.SmokeTest`)."""
 
     @property
     def outcome(self) -> Verdict: ...
@@ -134,7 +134,7 @@ class ExternalEvidence:
     dcgm_diag_passed: bool | None = None
     nccl_tests_passed: bool | None = None
     smoke_test: SmokeResult | None = None
-    """The GPU smoke-test pod's result (`bot.remediate.smoke_test.run_smoke_test`)."""
+    """The GPU smoke-test pod's result (`bot.gate.smoke_test.run_smoke_test`)."""
     require_dcgm_diag: bool = False
     require_nccl_tests: bool = False
     require_smoke_test: bool = False

@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.clock import utcnow
 from bot.errors import AlreadyExists, Conflict, GpubotError, NotFound
-from bot.kube.objects import Obj, meta, spec_of
+from bot.kube_objects import Obj, meta, spec_of
 from bot.names import NAMESPACE
 from bot.ports import Cluster
 

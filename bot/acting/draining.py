@@ -31,10 +31,10 @@ from tenacity import (
     wait_exponential,
 )
 
+from bot.acting.cordoning import cordon
 from bot.errors import NotFound, PermanentError, TemporaryError
-from bot.kube.objects import Obj, controller_of, meta, name_of, namespace_of, pod_finished, spec_of
+from bot.kube_objects import Obj, controller_of, meta, name_of, namespace_of, pod_finished, spec_of
 from bot.ports import Cluster
-from bot.remediate.nodes import cordon
 
 PodAction = Literal["evict", "wait", "skip"]
 

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.config import GpuNodeMarkers, Settings
-from bot.evidence.pods import COMPONENT_DEPLOY_LABELS, drain_blockers, pod_facts
-from bot.evidence.snapshots import Index, age_s, latest_event
-from bot.kube.objects import (
+from bot.facts.pods import COMPONENT_DEPLOY_LABELS, drain_blockers, pod_facts
+from bot.facts.snapshots import Index, age_s, latest_event
+from bot.kube_objects import (
     Obj,
     controller_of,
     event_time,

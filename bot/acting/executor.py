@@ -25,15 +25,36 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bot.acting.cordoning import (
+    add_taint,
+    cordon,
+    remove_taint,
+    set_annotations,
+    take_out,
+    uncordon,
+)
+from bot.acting.draining import DrainProgress, drain
+from bot.approval.blast_radius import check_budget
+from bot.approval.checkpoints import checkpoint_risk
+from bot.approval.policy import facts_fingerprint, facts_seen, new_request, what_matters
+from bot.approval.voting import (
+    Decisions,
+    GroupsOf,
+    Notify,
+    Outcome,
+    Status,
+    command_for,
+)
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError
-from bot.evidence.collecting import collect_facts
-from bot.evidence.gate import ExternalEvidence, GateResult, failing_text, health_gate
-from bot.evidence.live import read_snapshot, read_to_take_out
-from bot.evidence.snapshots import Snapshot
-from bot.evidence.taking_out import take_out_facts
-from bot.kube.objects import Obj, name_of
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot, read_to_take_out
+from bot.facts.snapshots import Snapshot
+from bot.facts.taking_out import take_out_facts
+from bot.gate.items import ExternalEvidence, GateResult, failing_text, health_gate
+from bot.gate.smoke_test import SmokeTests
+from bot.kube_objects import Obj, name_of
 from bot.model import (
     Action,
     ActionRequest,
@@ -47,27 +68,6 @@ from bot.model import (
 )
 from bot.names import GPUBOT, MAINTENANCE_TAINT, PREFIX
 from bot.ports import Cluster, Execution, ExecutionOutcome, Store
-from bot.remediate.approvals import facts_fingerprint, facts_seen, new_request, what_matters
-from bot.remediate.blast_radius import check_budget
-from bot.remediate.checkpoints import checkpoint_risk
-from bot.remediate.decisions import (
-    Decisions,
-    GroupsOf,
-    Notify,
-    Outcome,
-    Status,
-    command_for,
-)
-from bot.remediate.draining import DrainProgress, drain
-from bot.remediate.nodes import (
-    add_taint,
-    cordon,
-    remove_taint,
-    set_annotations,
-    take_out,
-    uncordon,
-)
-from bot.remediate.smoke_test import SmokeTests
 from bot.texts import say
 
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
@@ -210,8 +210,8 @@ class Executor:
 
     def read_to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
         """For the check before a cordon or drain: the node's own facts and its pool's
-        cordons and readiness (`bot.evidence.taking_out`), from the node list, and for a
-        drain the node's pods (`bot.evidence.live.read_to_take_out`)."""
+        cordons and readiness (`bot.facts.taking_out`), from the node list, and for a
+        drain the node's pods (`bot.facts.live.read_to_take_out`)."""
         snapshot = read_to_take_out(self.cluster, node, pods=action is Action.DRAIN)
         return snapshot, take_out_facts(snapshot, node, self.settings, self.clock())
 

@@ -13,11 +13,11 @@ from datetime import datetime
 
 from bot.config import Settings
 from bot.errors import InputError
-from bot.evidence.gate import gate_failures
-from bot.evidence.nodes import GPU_PRESENT_LABEL, node_facts, pool_of, unknown_node
-from bot.evidence.scheduling import pending_pods
-from bot.evidence.snapshots import Index, Snapshot
-from bot.kube.objects import (
+from bot.facts.nodes import GPU_PRESENT_LABEL, node_facts, pool_of, unknown_node
+from bot.facts.pending import pending_pods
+from bot.facts.snapshots import Index, Snapshot
+from bot.gate.items import gate_failures
+from bot.kube_objects import (
     Obj,
     labels_of,
     name_of,

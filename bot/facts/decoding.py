@@ -29,7 +29,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from msgspec.structs import astuple
 
-from bot.kube.objects import DECODED_PARTS, Obj
+from bot.kube_objects import DECODED_PARTS, Obj
 
 
 class _Part(msgspec.Struct, gc=False):

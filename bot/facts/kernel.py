@@ -6,7 +6,7 @@ iso`), `/dev/kmsg` records, bare `NVRM:` lines, and the kernel sections of an
 Why it exists: when no dcgm-exporter alert reaches gpubot (the exporter crash-loops, the node
 is cut off, a person hands over a log), the driver's own `NVRM: Xid` lines are the evidence.
 Each (PCI address, Xid) becomes one `Signal(source="kernel", name="GPUXidError")`, the Xid fact
-`bot.evidence.nodes.xids_of` already reads.
+`bot.facts.nodes.xids_of` already reads.
 
 What it must never do: judge an Xid (the catalog in `rules/xid.yaml` does), guess a GPU index
 the input does not state, or guess a time: a stamp without a year takes it only from the bug

@@ -13,9 +13,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.config import Settings
-from bot.evidence.nodes import node_facts, pool_of, ready_status
-from bot.evidence.snapshots import Index, Snapshot
-from bot.kube.objects import Obj, labels_of, name_of, spec_of, status_of
+from bot.facts.nodes import node_facts, pool_of, ready_status
+from bot.facts.snapshots import Index, Snapshot
+from bot.kube_objects import Obj, labels_of, name_of, spec_of, status_of
 from bot.model import ClusterFacts, NodeFacts, PoolFacts, ReadyStatus
 
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from bot.errors import InputError
-from bot.kube.objects import Obj
+from bot.kube_objects import Obj
 
 _NODE_NAME = re.compile(r"^Name:\s+(?P<name>\S+)\s*$")
 _TOP_KEY = re.compile(r"^(?P<key>[A-Za-z][A-Za-z -]*):(?:\s+(?P<value>.*?))?\s*$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from bot.evidence.snapshots import Snapshot
+from bot.facts.snapshots import Snapshot
 from bot.ports import Cluster
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from bot.errors import TemporaryError
-from bot.kube.objects import meta, spec_of
+from bot.kube_objects import meta, spec_of
 from bot.ports import Cluster
 
 

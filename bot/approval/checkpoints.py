@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from bot.kube.objects import (
+from bot.kube_objects import (
     Obj,
     meta,
     name_of,

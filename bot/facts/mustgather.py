@@ -5,11 +5,11 @@ be, and what the bundle never holds.
 Why it exists: the bundle is what a customer or another team hands over when nobody can reach
 the cluster; `gpubot diagnose` should read it as it reads a live snapshot.
 
-What it reads: `gpu_nodes.descr` (Nodes, `bot.evidence.describe`), `gpu_nodes.labels` (labels
+What it reads: `gpu_nodes.descr` (Nodes, `bot.facts.describe`), `gpu_nodes.labels` (labels
 of the GPU nodes describe left out: the script describes only nodes labelled
 `nvidia.com/gpu.present=true`), `gpu_operand_pods.yaml`, `gpu_operator_pod.yaml`,
 `gpu_operand_ds.yaml`, `cluster_policy.yaml` / `cluster_policy.missing`, the kernel log in each
-`nvidia-bug-report_<node>.log.gz` (`bot.evidence.kernel`), the nvidia-smi table in
+`nvidia-bug-report_<node>.log.gz` (`bot.facts.kernel`), the nvidia-smi table in
 `gpu_device_usage_<node>.log` (GPU indexes of the Xids, when it has one), `must-gather.log`
 (why a bug report is absent) and the operand pods' logs (see `_attach_log_messages`). The
 `.status` files repeat the YAML and describe text as tables, the `.descr` files of pods and
@@ -31,15 +31,15 @@ from typing import Any
 import yaml
 
 from bot.errors import InputError
-from bot.evidence.describe import labels_from_must_gather, nodes_from_describe
-from bot.evidence.kernel import (
+from bot.facts.describe import labels_from_must_gather, nodes_from_describe
+from bot.facts.kernel import (
     LogText,
     gpu_indexes,
     gunzip_members,
     kernel_signals,
     report_time,
 )
-from bot.kube.objects import Obj, labels_of, name_of, namespace_of, spec_of, status_of
+from bot.kube_objects import Obj, labels_of, name_of, namespace_of, spec_of, status_of
 from bot.model import Signal
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
