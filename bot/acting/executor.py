@@ -1,5 +1,5 @@
-"""The executor: an approval becomes an action here and nowhere else (DESIGN.md invariants
-1, 2, 3, 5, 6).
+"""The executor: an approval becomes an action here and nowhere else (docs/architecture.md,
+invariants 1, 2, 3, 5, 6).
 
 Order matters. The vote is recorded, the policy decides, the execution is claimed in the
 store (a uniqueness constraint: one execution per request, ever), and only then is the node

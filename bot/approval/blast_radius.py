@@ -1,5 +1,5 @@
-"""Blast radius (DESIGN.md invariant 6): how many nodes of one pool may be out of service at
-once, whatever was approved.
+"""Blast radius (docs/architecture.md, invariant 6): how many nodes of one pool may be out of
+service at once, whatever was approved.
 
 Out of service means cordoned by anyone (spec.unschedulable) or not Ready: a pool that has
 already lost nodes to a hardware fault has less room for maintenance. The budget is the

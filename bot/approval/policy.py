@@ -1,4 +1,4 @@
-"""Who may approve what, and when an approval is enough: the policy side of DESIGN.md
+"""Who may approve what, and when an approval is enough: the policy side of docs/architecture.md
 invariants 1 and 2, independent of Slack and of the store.
 
 `decide` judges one approval the moment it arrives, against the policy and the approvals

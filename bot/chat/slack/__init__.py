@@ -2,8 +2,8 @@
 interaction endpoint (buttons and `/gpubot`), Socket Mode, and Slack user groups.
 
 Why it exists: Slack is where people read a diagnosis and decide. Two things must hold at
-this edge whatever Slack does: nothing the bot says is lost (DESIGN.md invariant 8), and no
-request that Slack did not send, or sent before, changes anything (invariant 7).
+this edge whatever Slack does: nothing the bot says is lost (docs/architecture.md, invariant
+8), and no request that Slack did not send, or sent before, changes anything (invariant 7).
 
 What it must never do: decide who may approve, or act. Every click goes to the engine
 (`Engine.approve` / `Engine.deny`, which `bot.pipeline.service.Service` satisfies), and the

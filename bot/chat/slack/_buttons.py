@@ -1,7 +1,7 @@
 """Button clicks: which clicks are ours (`click_problem`, check 4 of the endpoint), and what a
 click does once acknowledged (`handle_click`): approve, deny, snooze, timeline.
 
-Why it exists: a click is how a person decides (DESIGN.md invariant 1 starts here), so a
+Why it exists: a click is how a person decides (docs/architecture.md, invariant 1 starts here), so a
 click Slack did not send as ours must change nothing (invariant 7). Before the ack, a
 `block_actions` request is refused with 400 when its action id is not one of ours, when its
 value is not a request (approve/deny) or incident (snooze/timeline) in the store, or not a

@@ -2,8 +2,8 @@
 API, in order per group, until Slack has taken it.
 
 Why it exists: `SlackChat` only queues, so that nothing the bot says is lost to an outage
-(DESIGN.md invariant 8). This is the one place a queued message meets Slack. It resolves a
-message's `refers_to` at delivery: a thread line is posted under the `ts` its incident's
+(docs/architecture.md, invariant 8). This is the one place a queued message meets Slack. It
+resolves a message's `refers_to` at delivery: a thread line is posted under the `ts` its incident's
 message got, an update edits that `ts`; one whose message is still pending waits a second, one
 whose message never reached Slack is posted unthreaded (an update is given up).
 

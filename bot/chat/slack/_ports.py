@@ -1,7 +1,8 @@
 """What the Slack adapter needs from the engine: the answer to a click (`Decided`), a new
 request for `/gpubot cordon|drain|uncordon` (`Requests`), and the decisions (`Engine`).
 
-Why it exists: the adapter must never decide who may approve, or act (DESIGN.md invariant 1).
+Why it exists: the adapter must never decide who may approve, or act
+(docs/architecture.md, invariant 1).
 Every click goes to the engine (`Engine.approve` / `Engine.deny`, which
 `bot.pipeline.service.Service` satisfies), and the answer the engine gives is what the person
 sees. Writing down the little the adapter asks of the engine keeps the adapter testable with

@@ -1,7 +1,8 @@
 """The outgoing chat: `SlackChat`, the `Chat` port for Slack, which queues every message in the
 store's outbox and returns at once.
 
-Why it exists: nothing the bot says may be lost (DESIGN.md invariant 8), whatever Slack does.
+Why it exists: nothing the bot says may be lost (docs/architecture.md, invariant 8), whatever
+Slack does.
 A message first becomes a row in the outbox, in the pipeline's own transaction rhythm; the
 delivery worker (`_delivering.OutboxDelivery`) sends it when Slack takes it.
 

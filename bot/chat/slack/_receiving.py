@@ -3,7 +3,7 @@
 acknowledged, and the pool that does the work after.
 
 Why it exists: no request that Slack did not send, or sent before, may change anything
-(DESIGN.md invariant 7). Checks, in this order:
+(docs/architecture.md, invariant 7). Checks, in this order:
 
 1. (HTTP, in front of bolt) a body over `max_body_bytes` → 413, one not complete within the
    body deadline → 408; a timestamp header that is not a number → 401 (slack_sdk's verifier
