@@ -108,7 +108,14 @@ class Signal(_Frozen):
 
 
 BlockerKind = Literal[
-    "pdb", "daemonset", "emptydir", "no-controller", "finalizer", "long-grace", "terminating"
+    "pdb",
+    "daemonset",
+    "daemonset-missing",
+    "emptydir",
+    "no-controller",
+    "finalizer",
+    "long-grace",
+    "terminating",
 ]
 
 

@@ -1,8 +1,9 @@
 """Drain with `kubectl drain`'s semantics, done better.
 
 The planner classifies every pod on the node as kubectl's drain filters do (DaemonSet,
-mirror, emptyDir, unmanaged, finished, evictable) and refuses the same cases unless the same
-flags are given. The executor cordons, evicts through the Eviction API concurrently,
+mirror, emptyDir, unmanaged, finished, evictable: `bot.facts.drain_filters`, which the drain
+proposal's blockers are read with too) and refuses the same cases unless the same flags are
+given. The executor cordons, evicts through the Eviction API concurrently,
 retries 429 (a PodDisruptionBudget) with backoff instead of kubectl's fixed 5 s, waits for
 each pod to be gone, reports progress, and on a stall returns every blocker by name and
 reason.
@@ -33,10 +34,9 @@ from tenacity import (
 
 from bot.acting.cordoning import cordon
 from bot.errors import NotFound, PermanentError, TemporaryError
-from bot.kube_objects import Obj, controller_of, meta, name_of, namespace_of, pod_finished, spec_of
+from bot.facts.drain_filters import DrainFlags, PodAction, RefusalKind, disposition
+from bot.kube_objects import Obj, meta, name_of, namespace_of
 from bot.ports import Cluster
-
-PodAction = Literal["evict", "wait", "skip"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Refusal:
 
     namespace: str
     name: str
-    kind: Literal["daemonset", "daemonset-missing", "emptydir", "no-controller"]
+    kind: RefusalKind
     message: str
     flag: str
 
@@ -113,52 +113,6 @@ class DrainProgress:
 ProgressCallback = Callable[[DrainProgress], None]
 
 
-@dataclass(frozen=True)
-class _Flags:
-    ignore_daemonsets: bool
-    delete_emptydir_data: bool
-    allow_unmanaged: bool
-    grace_period_s: int | None
-
-
-def _classify(cluster: Cluster, pod: Obj, flags: _Flags) -> PodPlan | Refusal:
-    """kubectl's filters, in kubectl's order: daemonSet, mirror, localStorage, unreplicated."""
-    ns, name = namespace_of(pod), name_of(pod)
-    uid = str(meta(pod).get("uid", ""))
-    controller = controller_of(pod)
-    if controller and controller[0] == "DaemonSet":
-        try:
-            cluster.get("DaemonSet", ns, controller[1])
-        except NotFound:
-            if not flags.allow_unmanaged:
-                message = f"pod {ns}/{name}: DaemonSet {controller[1]} not found"
-                return Refusal(ns, name, "daemonset-missing", message, "--force")
-            # kubectl --force evicts a pod whose DaemonSet is gone: nothing recreates it.
-            return PodPlan(ns, name, uid, "evict", "orphaned DaemonSet pod", flags.grace_period_s)
-        if pod_finished(pod):
-            return PodPlan(ns, name, uid, "evict", "finished", flags.grace_period_s)
-        if not flags.ignore_daemonsets:
-            message = f"cannot delete DaemonSet-managed Pods: {ns}/{name}"
-            return Refusal(ns, name, "daemonset", message, "--ignore-daemonsets")
-        return PodPlan(ns, name, uid, "skip", "DaemonSet-managed", flags.grace_period_s)
-    if "kubernetes.io/config.mirror" in (meta(pod).get("annotations") or {}):
-        return PodPlan(ns, name, uid, "skip", "mirror pod", flags.grace_period_s)
-    if meta(pod).get("deletionTimestamp"):
-        # Already going (evicted before a restart, or deleted by someone): evicting it again
-        # would be a second eviction of the same pod; waiting for it is all that is left.
-        return PodPlan(ns, name, uid, "wait", "already terminating", flags.grace_period_s)
-    volumes = spec_of(pod).get("volumes") or []
-    local = any("emptyDir" in (v or {}) for v in volumes)
-    if local and not pod_finished(pod) and not flags.delete_emptydir_data:
-        message = f"cannot delete Pods with local storage: {ns}/{name}"
-        return Refusal(ns, name, "emptydir", message, "--delete-emptydir-data")
-    if controller is None and not pod_finished(pod) and not flags.allow_unmanaged:
-        message = f"cannot delete Pods that declare no controller: {ns}/{name}"
-        return Refusal(ns, name, "no-controller", message, "--force")
-    reason = "finished" if pod_finished(pod) else "evictable"
-    return PodPlan(ns, name, uid, "evict", reason, flags.grace_period_s)
-
-
 def plan_drain(
     cluster: Cluster,
     node: str,
@@ -168,14 +122,26 @@ def plan_drain(
     allow_unmanaged: bool = False,
     grace_period_s: int | None = None,
 ) -> DrainPlan:
-    flags = _Flags(ignore_daemonsets, delete_emptydir_data, allow_unmanaged, grace_period_s)
+    """Every pod on the node through kubectl's filters (`bot.facts.drain_filters`, the same
+    ones the drain proposal shows its blockers with)."""
+    flags = DrainFlags(ignore_daemonsets, delete_emptydir_data, allow_unmanaged)
+
+    def daemonset_exists(namespace: str, name: str) -> bool:
+        try:
+            cluster.get("DaemonSet", namespace, name)
+        except NotFound:
+            return False
+        return True
+
     plan = DrainPlan(node)
     for pod in cluster.list("Pod", field_selector=f"spec.nodeName={node}"):
-        verdict = _classify(cluster, pod, flags)
-        if isinstance(verdict, Refusal):
-            plan.refusals.append(verdict)
+        ns, name = namespace_of(pod), name_of(pod)
+        found = disposition(pod, flags, daemonset_exists)
+        if found.action is None:
+            plan.refusals += [Refusal(ns, name, r.kind, r.message, r.flag) for r in found.refusals]
         else:
-            plan.pods.append(verdict)
+            uid = str(meta(pod).get("uid", ""))
+            plan.pods.append(PodPlan(ns, name, uid, found.action, found.reason, grace_period_s))
     return plan
 
 

@@ -17,6 +17,7 @@ def read_snapshot(cluster: Cluster, node: str | None = None) -> Snapshot:
             events=list(cluster.list("Event")),
             pdbs=list(cluster.list("PodDisruptionBudget")),
             daemonsets=list(cluster.list("DaemonSet")),
+            every_daemonset=True,
         )
     return read_scoped(cluster, [node])
 
@@ -44,6 +45,7 @@ def read_scoped(cluster: Cluster, nodes: Collection[str]) -> Snapshot:
         events=list(events),
         pdbs=list(cluster.list("PodDisruptionBudget")),
         daemonsets=list(cluster.list("DaemonSet")),
+        every_daemonset=True,
     )
 
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.config import Settings
+from bot.facts.drain_filters import DrainFlags, RefusalKind, Refused, disposition
 from bot.facts.snapshots import Index, age_s
 from bot.kube_objects import (
     Obj,
@@ -281,9 +282,21 @@ def _blocking_pdbs(pod: Obj, index: Index) -> list[Obj]:
     ]
 
 
+_REFUSED_BECAUSE: dict[RefusalKind, str] = {
+    "emptydir": "uses emptyDir: its local data is lost on eviction",
+    "no-controller": "no controller: nothing recreates it after eviction",
+    "daemonset-missing": "its DaemonSet is gone: nothing recreates it after eviction",
+    "daemonset": "managed by a DaemonSet",
+}
+"""What each refusal of the drain means for the pod, as the proposal says it."""
+
+
 def drain_blockers(
     node_pods: list[tuple[Obj, PodFacts]], index: Index, now: datetime, settings: Settings
 ) -> list[Blocker]:
+    """What stands in the way of a drain of the node, pod by pod. The refusals are the
+    drain's own (`bot.facts.drain_filters`, under the flags gpubot's drain is proposed with),
+    so the proposal names exactly the pods the drain would refuse."""
     blockers: list[Blocker] = []
     daemonset_pods = [facts for _, facts in node_pods if facts.daemonset]
     if daemonset_pods:
@@ -300,27 +313,35 @@ def drain_blockers(
             )
         )
     for pod, facts in node_pods:
-        if facts.must_leave:
-            blockers.extend(
-                Blocker(
-                    kind=kind,
-                    pod=facts.name,
-                    namespace=facts.namespace,
-                    detail=detail,
-                    bypass_flag=flag,
-                )
-                for kind, detail, flag in _pod_blocks(pod, facts, index, now, settings)
+        refused = disposition(pod, DrainFlags(), index.daemonset_exists).refusals
+        blockers.extend(
+            Blocker(
+                kind=kind,
+                pod=facts.name,
+                namespace=facts.namespace,
+                detail=detail,
+                bypass_flag=flag,
             )
+            for kind, detail, flag in _pod_blocks(pod, facts, index, now, settings, refused)
+        )
     return blockers
 
 
 def _pod_blocks(
-    pod: Obj, facts: PodFacts, index: Index, now: datetime, settings: Settings
+    pod: Obj,
+    facts: PodFacts,
+    index: Index,
+    now: datetime,
+    settings: Settings,
+    refused: tuple[Refused, ...],
 ) -> list[tuple[BlockerKind, str, str | None]]:
-    """(kind, detail, kubectl flag that gets past it) for each thing holding this pod."""
+    """(kind, detail, kubectl flag that gets past it) for each thing holding this pod:
+    `refused`, the drain's refusals of it, and for a pod the drain must see gone what keeps
+    it (a budget, a finalizer, a long grace period)."""
     blocks: list[tuple[BlockerKind, str, str | None]] = []
     # A pod already being deleted no longer needs an eviction: its PDB is not in the way.
-    for pdb in [] if facts.terminating else _blocking_pdbs(pod, index):
+    leaving = facts.must_leave
+    for pdb in [] if facts.terminating or not leaving else _blocking_pdbs(pod, index):
         status = pdb.get("status") or {}
         detail = (
             f"PDB {name_of(pdb)} (disruptionsAllowed={int(status.get('disruptionsAllowed') or 0)}"
@@ -328,13 +349,9 @@ def _pod_blocks(
             f", desiredHealthy={status.get('desiredHealthy', '?')})"
         )
         blocks.append(("pdb", detail, None))
-    if facts.emptydir:
-        detail = "uses emptyDir: its local data is lost on eviction"
-        blocks.append(("emptydir", detail, "--delete-emptydir-data"))
-    if facts.owner_kind is None:
-        blocks.append(
-            ("no-controller", "no controller: nothing recreates it after eviction", "--force")
-        )
+    blocks += [(r.kind, _REFUSED_BECAUSE[r.kind], r.flag) for r in refused]
+    if not leaving:
+        return blocks
     deleted_at = parse_time(meta(pod).get("deletionTimestamp"))
     if facts.terminating and facts.finalizers:
         detail = f"Terminating (phase {facts.phase}), held by finalizers " + ", ".join(

@@ -42,6 +42,9 @@ class Snapshot:
     events: list[Obj] = field(default_factory=list)
     pdbs: list[Obj] = field(default_factory=list)
     daemonsets: list[Obj] = field(default_factory=list)
+    every_daemonset: bool = False
+    """`daemonsets` is the cluster's whole list (read from the live API), so a DaemonSet not
+    in it is gone. A file may hold some of them, or none: there nothing is said to be gone."""
 
     @classmethod
     def from_items(cls, items: Iterable[Obj], where: str = "snapshot") -> Snapshot:
@@ -166,8 +169,14 @@ class Index:
     pdbs_by_namespace: dict[str, list[Obj]]
     pods_by_daemonset: dict[tuple[str, str], list[Obj]]
     """(namespace, DaemonSet) -> its pods: a rollout's revisions side by side."""
+    daemonsets: frozenset[tuple[str, str]] | None = None
+    """(namespace, name) of every DaemonSet when the snapshot holds them all
+    (`Snapshot.every_daemonset`); None otherwise, and then every DaemonSet counts as there."""
     _pdbs_by_label: dict[str, dict[tuple[str, str], list[int]]] = field(default_factory=dict)
     _pdbs_unlabelled: dict[str, list[int]] = field(default_factory=dict)
+
+    def daemonset_exists(self, namespace: str, name: str) -> bool:
+        return self.daemonsets is None or (namespace, name) in self.daemonsets
 
     def pdb_candidates(self, namespace: str, labels: Mapping[str, str]) -> list[Obj]:
         """The PDBs of `namespace` whose selector may match `labels`, in snapshot order; the
@@ -233,8 +242,18 @@ class Index:
         pdbs: dict[str, list[Obj]] = defaultdict(list)
         for pdb in snapshot.pdbs:
             pdbs[namespace_of(pdb)].append(pdb)
+        daemonsets = None
+        if snapshot.every_daemonset:
+            daemonsets = frozenset((namespace_of(d), name_of(d)) for d in snapshot.daemonsets)
         return cls(
-            pods_by_node, node_events, pod_events, owner_events, kills, pdbs, pods_by_daemonset
+            pods_by_node,
+            node_events,
+            pod_events,
+            owner_events,
+            kills,
+            pdbs,
+            pods_by_daemonset,
+            daemonsets,
         )
 
 

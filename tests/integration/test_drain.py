@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from bot.acting.draining import DrainProgress, drain, plan_drain
+from bot.config import Settings
+from bot.facts.collecting import collect_facts
+from bot.facts.live import read_snapshot
 from bot.kube.cluster import KubeCluster
 from gpusim.resources import BY_KIND
 
@@ -161,3 +165,37 @@ def test_finalizer_stall_names_the_finalizer(sim_cluster: Sim) -> None:
     assert stall.name == "train-llm-1-worker-1"
     assert stall.reason == "Terminating, held by finalizers example.com/checkpoint-upload"
     assert ("ml", "train-llm-1-worker-1") in result.evicted  # evicted, but not gone
+
+
+def test_the_proposal_names_the_pods_and_flags_the_drain_refuses(sim_cluster: Sim) -> None:
+    """One reading of kubectl's filters (`bot.facts.drain_filters`): the blockers a drain
+    proposal shows with a flag are the drain's refusals, pod for pod, and the pods it counts
+    as leaving are among those the drain evicts or waits for. Before, the proposal did not
+    name a pod whose DaemonSet was gone (the drain refused it), and named emptyDir or a
+    missing controller on a pod already terminating (the drain only waits for it)."""
+    server, cluster = sim_cluster
+    server.store.patch(
+        BY_KIND["Pod"],
+        "monitoring",
+        "metrics-agent-gpu-a2-0",
+        MERGE,
+        {
+            "metadata": {"ownerReferences": None},
+            "spec": {"volumes": [{"name": "scratch", "emptyDir": {}}]},
+        },
+    )
+    server.store.delete(BY_KIND["DaemonSet"], "gpu-operator", "nvidia-dcgm-exporter")
+    plan = plan_drain(cluster, "gpu-a2")
+    node = collect_facts(read_snapshot(cluster), [], Settings(), datetime.now(UTC)).nodes["gpu-a2"]
+    flagged = {
+        (b.namespace, b.pod, b.kind, b.bypass_flag)
+        for b in node.blockers
+        if b.kind in ("emptydir", "no-controller", "daemonset-missing", "daemonset")
+        and b.bypass_flag != "--ignore-daemonsets"
+    }
+    refused = {(r.namespace, r.name, r.kind, r.flag) for r in plan.refusals}
+    assert refused == flagged
+    assert {kind for _, _, kind, _ in refused} == {"emptydir", "no-controller", "daemonset-missing"}
+    leaving = {(p.namespace, p.name) for p in node.pods if p.must_leave}
+    refused_pods = {(ns, name) for ns, name, _, _ in refused}
+    assert leaving - refused_pods <= {(p.namespace, p.name) for p in plan.to_remove}

@@ -114,13 +114,6 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
     "bot/acting/draining.py": (
         "kubectl drain's own words, kept as kubectl says them (docs/architecture.md, known gaps)",
         {
-            "pod {}/{}: DaemonSet {} not found",
-            "orphaned DaemonSet pod",
-            "cannot delete DaemonSet-managed Pods: {}/{}",
-            "mirror pod",
-            "already terminating",
-            "cannot delete Pods with local storage: {}/{}",
-            "cannot delete Pods that declare no controller: {}/{}",
             "not evicted: this gpubot no longer owns the drain (another one took it over)",
             "Terminating, held by finalizers {}",
             "still Terminating (grace period {}s)",
