@@ -51,10 +51,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bot.acting.cordoning import remove_taint, set_annotations, uncordon
-from bot.acting.executor import OUR_ANNOTATIONS, Executor
-from bot.approval.voting import command_for
+from bot.acting.performing import OUR_ANNOTATIONS
+from bot.acting.wing import DecisionWing
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
+from bot.facts.fresh import FreshFacts
 from bot.facts.snapshots import Snapshot
+from bot.incidents.timeline import command_for
 from bot.kube.cluster import KubeCluster
 from bot.kube_objects import Obj
 from bot.model import (
@@ -188,24 +190,24 @@ class TimedCluster(KubeCluster):
         return patched
 
 
-class TimedExecutor(Executor):
-    """The executor, timing its re-read of the node's facts (`spent["facts"]`), and the API
-    calls of that re-read (`spent["facts_api"]`)."""
+class TimedFacts(FreshFacts):
+    """The decision wing's fresh reads, timed: its re-read of the node's facts
+    (`spent["facts"]`), and the API calls of that re-read (`spent["facts_api"]`)."""
 
     cluster: TimedCluster
 
-    def read_facts(self, node: str) -> ClusterFacts:
+    def of_node(self, node: str) -> ClusterFacts:
         started, api = time.perf_counter(), self.cluster.spent["api"]
         try:
-            return super().read_facts(node)
+            return super().of_node(node)
         finally:
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
 
-    def read_to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
+    def to_take_out(self, node: str, action: Action) -> tuple[Snapshot, ClusterFacts]:
         started, api = time.perf_counter(), self.cluster.spent["api"]
         try:
-            return super().read_to_take_out(node, action)
+            return super().to_take_out(node, action)
         finally:
             self.cluster.spent["facts"] += time.perf_counter() - started
             self.cluster.spent["facts_api"] += self.cluster.spent["api"] - api
@@ -213,13 +215,13 @@ class TimedExecutor(Executor):
 
 @dataclass
 class Ours:
-    """gpubot's side: the executor on the real client and a SQLite store in a temp file, one
-    incident that goes back to awaiting approval before each request."""
+    """gpubot's side: the decision wing on the real client and a SQLite store in a temp file,
+    one incident that goes back to awaiting approval before each request."""
 
     server: CountingServer
     cluster: TimedCluster
     store: SqlStore
-    executor: Executor
+    wing: DecisionWing
     incident: str
 
     @classmethod
@@ -229,18 +231,20 @@ class Ours:
         cluster.reset()
         store = SqlStore.open(f"sqlite:///{server.tmp / 'gpubot.db'}")
         settings = Settings(remediation=Remediation(approvals=POLICY, drain_timeout_s=120))
-        executor = TimedExecutor(
+        clock = lambda: datetime.now(UTC)  # noqa: E731
+        wing = DecisionWing.build(
             cluster,
             store,
             settings,
             executor_id="bench",
             groups_of=lambda user: {"gpu-oncall"} if user in ONCALL else set(),
-            clock=lambda: datetime.now(UTC),
+            clock=clock,
+            facts=TimedFacts(cluster, store, settings, clock),
         )
         now = datetime.now(UTC)
         incident = store.record_diagnosis("bench", diagnosis(), now, 3600).incident
         store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", now)
-        return cls(server, cluster, store, executor, incident.id)
+        return cls(server, cluster, store, wing, incident.id)
 
     def request(self, action: Action) -> str:
         """A request as the bot makes it from a diagnosis, the incident awaiting approval."""
@@ -248,15 +252,15 @@ class Ours:
         state = self.store.incident(self.incident).state
         if state is not IncidentState.AWAITING_APPROVAL:
             self.store.transition(self.incident, IncidentState.AWAITING_APPROVAL, "gpubot", now)
-        facts = self.executor.read_facts(NODE)
-        return self.executor.request(action, facts.nodes[NODE], self.incident, "gpubot").id
+        facts = self.wing.facts.of_node(NODE)
+        return self.wing.proposals.request(action, facts.nodes[NODE], self.incident, "gpubot").id
 
     def approve(self, request: str, approver: str) -> float:
         started = time.perf_counter()
-        outcome = self.executor.approve(request, approver)
+        outcome = self.wing.approve(request, approver)
         elapsed = time.perf_counter() - started
         self.cluster.spent["cordoned"] = self.cluster.spent.get("patched", math.nan) - started
-        if outcome.status != "acted":
+        if outcome.status != "succeeded":
             raise SystemExit(
                 f"gpubot did not act on {request}: {outcome.status}: {outcome.message}"
             )
@@ -352,7 +356,7 @@ def drain_ours(
     try:
         request = ours.request(Action.DRAIN)
         line = command_for(ours.store.request(request))
-        first = ours.executor.approve(request, "alice")
+        first = ours.wing.approve(request, "alice")
         if first.status != "need-another":
             raise SystemExit(f"first approval of the drain: {first.status}: {first.message}")
         elapsed = ours.approve(request, "bob")

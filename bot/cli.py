@@ -787,15 +787,16 @@ def approve(
     waits to tell how that ended: "approved" is not "done"."""
     import time
 
-    from bot.approval.voting import Decisions
+    from bot.approval.voting import Voting
+    from bot.incidents.timeline import Timeline
 
     settings = _settings(config)
     store = _open_store(store_url or settings.store_url)
     try:
         store.request(request)  # an unknown id is bad input, not a refusal
-        decisions = Decisions(store, settings, clock=utcnow)
-        outcome = decisions.approve(request, as_user)
-        if outcome.status not in ("recorded", "need-another"):
+        timeline = Timeline(store, utcnow, settings)
+        outcome = Voting(store, settings, timeline, clock=utcnow).approve(request, as_user)
+        if outcome.status not in ("approved", "need-another"):
             _stderr().print(
                 say(
                     settings.lang,
@@ -849,14 +850,16 @@ def deny(
     """Record a denial from the command line (beside the chat's Deny button). A denial is
     final, so the policy decides who may, as for an approval: the request's approvers,
     whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
-    from bot.approval.voting import Decisions
+    from bot.approval.voting import Voting
+    from bot.incidents.timeline import Timeline
     from bot.store.sql import SqlStore
 
     settings = _settings(config)
     store = SqlStore.open(store_url or settings.store_url)
     try:
         store.request(request)  # an unknown id is bad input, not a refusal
-        outcome = Decisions(store, settings, clock=utcnow).deny(request, as_user, reason)
+        voting = Voting(store, settings, Timeline(store, utcnow, settings), clock=utcnow)
+        outcome = voting.deny(request, as_user, reason)
         if outcome.status != "denied":
             raise InputError("--as", outcome.message)
         print(outcome.message, flush=True)

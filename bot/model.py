@@ -8,6 +8,7 @@ the CLI's JSON, the store and the chat. This module must never import anything o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -411,6 +412,62 @@ class Vote(_Frozen):
     request_id: str
     approver: str
     at: datetime
+
+
+RequestStatus = Literal[
+    "need-another",
+    "approved",
+    "not-allowed",
+    "expired",
+    "duplicate",
+    "withdrawn",
+    "denied",
+    "changed",
+    "running",
+    "acting",
+    "succeeded",
+    "refused",
+    "failed",
+    "dry-run",
+]
+"""What happened to a request, in the one vocabulary every part speaks: the policy judging a
+vote, the answer a person gets, the execution row the store keeps, the chat and the metrics.
+
+A vote: `need-another` (recorded; a second person must agree), `approved` (recorded, and the
+votes suffice: it may act), `not-allowed` (this person may not, or not again), `expired`,
+`duplicate` (this vote or this execution happened already), `withdrawn` (its incident was
+resolved or superseded: no vote can make it act), `denied`. An execution: `running` (claimed,
+being checked), `acting` (past every check, writing to the cluster), then `succeeded`,
+`refused` (a reason that can clear: the pool's budget, the health gate), `failed` or
+`dry-run`; `changed` is a refusal because the node is no longer what the approval saw, and
+a new request asks again. The subsets below are the parts of it each step can say."""
+
+Judgement = Literal["need-another", "approved", "not-allowed", "expired"]
+"""What the approval policy says of one vote (`bot.approval.policy.decide`)."""
+
+ExecutionOutcome = Literal[
+    "running", "acting", "succeeded", "failed", "refused", "dry-run", "denied", "withdrawn"
+]
+"""What a request's one execution row holds (`bot.acting.executions.TRANSITIONS` says how it
+moves): a denial and a withdrawal are rows born finished, so that no later vote can act."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What came of a request when someone voted on it or it ran: its status and the sentence
+    the person who asked reads."""
+
+    request_id: str
+    status: RequestStatus
+    message: str
+    new_request: ActionRequest | None = None
+    """With `changed`: the request that asks again."""
+    approvals_needed: int | None = None
+    """With `need-another`: how many different people the policy asks to approve the request
+    (`bot.approval.policy.approvals_needed`), for whoever shows the count."""
+    request: ActionRequest | None = None
+    """With `approved`: the request as the vote found it, valid and not decided, so the
+    executor need not read it again."""
 
 
 class IncidentState(StrEnum):

@@ -14,6 +14,7 @@ from bot.kube_objects import Obj
 from bot.model import (
     ActionRequest,
     Diagnosis,
+    ExecutionOutcome,
     Incident,
     IncidentState,
     OutboxItem,
@@ -104,15 +105,6 @@ class Metrics(Protocol):
     ) -> list[Sample]:
         """An instant query; a scalar answer comes back as one sample without labels."""
         ...
-
-
-ExecutionOutcome = Literal[
-    "running", "acting", "succeeded", "failed", "refused", "dry-run", "denied", "withdrawn"
-]
-"""`running`: claimed, being checked; `acting`: past every check, writing to the cluster (only
-these are resumed after a crash); `denied`: a person said no, the row holding who
-(`executor`) and why (`detail`); `withdrawn`: its incident was resolved or superseded before
-it acted, so no vote can make it act (`detail` says which and when)."""
 
 
 class Execution(Protocol):

@@ -35,14 +35,15 @@ def cordon(cluster: Cluster, node: str) -> NodeChange:
 def take_out(
     cluster: Cluster,
     node: str,
-    current: Mapping[str, Any],
+    current: Mapping[str, Any] | None,
     taint: Mapping[str, str] | None,
     annotations: Mapping[str, str],
 ) -> NodeChange:
     """Cordon, taint and annotate in one patch, computed from `current` (the node as the
-    caller just read it); `changed` says whether this cordoned it. The patch carries
-    `current`'s resourceVersion (taints are replaced whole): if the node changed since, it
-    is a 409, and the node is read again and the patch computed anew."""
+    caller just read it; None: read it here); `changed` says whether this cordoned it. The
+    patch carries the resourceVersion it was computed from (taints are replaced whole): if
+    the node changed since, it is a 409, and the node is read again and the patch computed
+    anew. The one way gpubot takes a node out: a first run and a resumed one alike."""
     reads = iter([current])
 
     def once() -> NodeChange:

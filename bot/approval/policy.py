@@ -14,13 +14,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
 
 from bot.config import ActionPolicy, ApprovalPolicy, DenyPolicy
-from bot.model import Action, ActionRequest, Lang, NodeFacts, Vote
+from bot.model import Action, ActionRequest, Judgement, Lang, NodeFacts, Vote
 from bot.texts import say
-
-Judgement = Literal["refused", "need-another", "approved"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +27,11 @@ class Decision:
     approvers: list[str] = field(default_factory=list)
     needed: int = 0
     """How many different people the policy asks to approve the request
-    (`approvals_needed`); 0 when the approval was refused before it counted."""
+    (`approvals_needed`); 0 when the vote was not counted (not allowed, or expired)."""
+
+    @property
+    def counted(self) -> bool:
+        return self.outcome in ("need-another", "approved")
 
 
 def new_request(
@@ -131,17 +132,17 @@ def decide(
     what = say(lang, "approval.what", action=action, node=request.node)
     if now >= request.expires_at:
         return Decision(
-            "refused", say(lang, "approval.expired", at=f"{request.expires_at:%H:%M:%S}")
+            "expired", say(lang, "approval.expired", at=f"{request.expires_at:%H:%M:%S}")
         )
     if not _allowed(approver, rule, groups_of):
         return Decision(
-            "refused", say(lang, "approval.not_allowed", what=what, who=_who(rule, lang))
+            "not-allowed", say(lang, "approval.not_allowed", what=what, who=_who(rule, lang))
         )
     if approver == request.requested_by and not rule.allow_self:
-        return Decision("refused", say(lang, "approval.self", what=what))
+        return Decision("not-allowed", say(lang, "approval.self", what=what))
     previous = [v.approver for v in earlier if v.request_id == request.id]
     if approver in previous:
-        return Decision("refused", say(lang, "approval.again", what=what))
+        return Decision("not-allowed", say(lang, "approval.again", what=what))
     approvers = [*previous, approver]
     needed = approvals_needed(policy, request)
     if len(approvers) < needed:

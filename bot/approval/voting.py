@@ -1,74 +1,32 @@
-"""A person's decision on a request, recorded: an approval judged against the policy at the
+"""A person's vote on a request, recorded: an approval judged against the policy at the
 moment it arrives, or a denial, which is final and so needs someone the policy allows too
 (`deny_refusal`): on every replica, since every path to a decision comes through here.
 
-Nothing here touches the cluster, so every path a decision can come by shares it: a chat
-click on any replica, `gpubot approve` on a laptop, and the executor itself. Acting on an
-approval is the executor's job and nobody else's.
+Nothing here touches the cluster, so every path a vote can come by shares it: a chat click on
+any replica, `gpubot approve` on a laptop, and the executor itself judging the stored votes
+again before it acts. Acting on an approval is the executor's job and nobody else's.
 
 A denial is stored as the request's execution with outcome `denied`, finished in the same
-statement that creates it: the same uniqueness
-constraint that makes an approval act at most once then makes a later approval impossible,
-and a denial racing an approval is decided by whichever claims the row first.
+statement that creates it: the same uniqueness constraint that makes an approval act at most
+once then makes a later approval impossible, and a denial racing an approval is decided by
+whichever claims the row first.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
 
 from bot.approval.policy import decide, deny_refusal
 from bot.clock import Clock
 from bot.config import Settings
-from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import IllegalTransition, withdrawal, withdrawal_text
-from bot.model import (
-    Action,
-    ActionRequest,
-    IncidentState,
-    Lang,
-    TimelineEntry,
-    TimelineKind,
-    Vote,
-)
+from bot.errors import NotFound
+from bot.incidents.lifecycle import withdrawal, withdrawal_text
+from bot.incidents.timeline import Timeline, command_for
+from bot.model import ActionRequest, IncidentState, Lang, Outcome, Vote
 from bot.names import GPUBOT
 from bot.ports import Execution, Store
 from bot.texts import say
 
-Status = Literal[
-    "acted",
-    "recorded",
-    "dry-run",
-    "need-another",
-    "not-allowed",
-    "duplicate",
-    "expired",
-    "changed",
-    "refused",
-    "failed",
-    "denied",
-    "withdrawn",
-]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    request_id: str
-    status: Status
-    message: str
-    new_request: ActionRequest | None = None
-    """When the node changed: the request that asks again."""
-    approvals_needed: int | None = None
-    """With `need-another`: how many different people the policy asks to approve the
-    request (`bot.approval.policy.approvals_needed`), for whoever shows the count."""
-    request: ActionRequest | None = None
-    """With `recorded`: the request as the vote found it, valid and not decided, so the
-    executor need not read it again."""
-
-
-Notify = Callable[[TimelineEntry], None]
 GroupsOf = Callable[[str], set[str]]
 
 
@@ -82,75 +40,28 @@ def denial_reason(detail: str, lang: Lang) -> str:
     return say(lang, "decide.no_reason") if detail == _NO_REASON else detail
 
 
-def command_for(request: ActionRequest) -> str:
-    """The kubectl line a person would type for the same action: the dry-run's report. The
-    node was read from the cluster, so its name is a valid one; quoted all the same, as
-    every value in a command line is."""
-    node = shlex.quote(request.node)
-    if request.action is Action.DRAIN:
-        flags = " --ignore-daemonsets"
-        if request.delete_emptydir_data:
-            flags += " --delete-emptydir-data"
-        if request.force:
-            flags += " --force --disable-eviction"
-        return f"kubectl drain {node}{flags}"
-    return f"kubectl {request.action.value} {node}"
+class Voting:
+    """Owns nothing but the path of a vote: judged by the policy, stored once, told in the
+    timeline. Never: acts on an approval (the executor does), or counts a vote the store did
+    not keep (a double click meets the store's uniqueness constraint)."""
 
-
-class Decisions:
     def __init__(
         self,
         store: Store,
         settings: Settings,
+        timeline: Timeline,
         *,
         groups_of: GroupsOf = lambda _user: set(),
         clock: Clock,
-        notify: Notify = lambda _entry: None,
     ) -> None:
         self.store = store
         self.settings = settings
+        self.timeline = timeline
         self.groups_of = groups_of
         self.clock = clock
-        self.notify = notify
-
-    # ---- the incident's record ------------------------------------------------------------
-
-    def note(
-        self,
-        incident: str | None,
-        kind: TimelineKind,
-        text: str,
-        actor: str = GPUBOT,
-        **data: object,
-    ) -> None:
-        if incident is None:
-            return
-        entry = TimelineEntry(
-            incident=incident, at=self.clock(), actor=actor, kind=kind, text=text, data=data
-        )
-        self.store.append(entry)
-        self.notify(entry)
-
-    def move(self, incident: str | None, target: IncidentState, actor: str, text: str) -> None:
-        """Moves the incident when the move is legal from where it is: several requests of
-        one incident (cordon, then drain) share one state."""
-        if incident is None:
-            return
-        for _attempt in range(3):
-            # The store judges the move where it is now, in the move's own transaction: one
-            # round trip, not a read and then the move.
-            try:
-                self.store.transition(incident, target, actor, self.clock(), text)
-                return
-            except IllegalTransition:
-                return  # there already, or past it
-            except StateChanged:
-                continue  # a concurrent click moved it first: try again from there
-
-    # ---- decisions ------------------------------------------------------------------------
 
     def approve(self, request_id: str, approver: str) -> Outcome:
-        """Records one person's approval when the policy allows it now. `recorded` means the
+        """Records one person's approval when the policy allows it now. `approved` means the
         approvals are now enough to act on; `need-another` that a second person must agree."""
         try:
             request = self.store.request(request_id)
@@ -181,37 +92,23 @@ class Decisions:
             earlier,
             self.settings.lang,
         )
-        if decision.outcome == "refused":
-            expired = now >= request.expires_at
-            self.note(
-                request.incident,
-                "note",
-                say(self.settings.lang, "decide.refused", who=approver, why=decision.reason),
-                approver,
-                request=request_id,
-            )
-            if expired:
-                self.move(
+        if not decision.counted:
+            self.timeline.vote_refused(request, approver, decision.reason)
+            if decision.outcome == "expired":
+                self.timeline.move(
                     request.incident,
                     IncidentState.EXPIRED,
                     GPUBOT,
                     say(self.settings.lang, "exec.state.expired"),
                 )
-            return Outcome(request_id, "expired" if expired else "not-allowed", decision.reason)
+            return Outcome(request_id, decision.outcome, decision.reason)
         if not self.store.add_vote(Vote(request_id=request_id, approver=approver, at=now)):
             return Outcome(
                 request_id,
                 "duplicate",
                 say(self.settings.lang, "decide.voted_before", who=approver),
             )
-        self.note(
-            request.incident,
-            "approval",
-            say(self.settings.lang, "decide.approved", who=approver, command=command_for(request)),
-            approver,
-            request=request_id,
-            outcome=decision.outcome,
-        )
+        self.timeline.approval(request, approver, decision.outcome)
         if decision.outcome == "need-another":
             return Outcome(
                 request_id, "need-another", decision.reason, approvals_needed=decision.needed
@@ -223,8 +120,8 @@ class Decisions:
             node=request.node,
             who=", ".join(decision.approvers),
         )
-        self.move(request.incident, IncidentState.APPROVED, approver, approved)
-        return Outcome(request_id, "recorded", decision.reason, request=request)
+        self.timeline.move(request.incident, IncidentState.APPROVED, approver, approved)
+        return Outcome(request_id, "approved", decision.reason, request=request)
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
         try:
@@ -239,13 +136,7 @@ class Decisions:
         policy = self.settings.remediation.approvals
         refused = deny_refusal(request, who, policy, self.groups_of, self.settings.lang)
         if refused is not None:
-            self.note(
-                request.incident,
-                "note",
-                say(self.settings.lang, "decide.denial_refused", who=who, why=refused),
-                who,
-                request=request_id,
-            )
+            self.timeline.denial_refused(request, who, refused)
             return Outcome(request_id, "not-allowed", refused)
         now = self.clock()
         # One statement, born finished: never a half-written row a restart could "resume".
@@ -256,16 +147,9 @@ class Decisions:
                 return Outcome(request_id, "duplicate", already)
             decided = say(self.settings.lang, "decide.already_decided")
             return Outcome(request_id, "duplicate", decided)
-        self.note(
-            request.incident,
-            "denial",
-            say(self.settings.lang, "decide.denied", who=who, command=command_for(request))
-            + (say(self.settings.lang, "decide.because", reason=reason) if reason else ""),
-            who,
-            request=request_id,
-        )
+        self.timeline.denial(request, who, reason)
         denied_by = say(self.settings.lang, "decide.denied_by", who=who)
-        self.move(request.incident, IncidentState.DENIED, who, denied_by)
+        self.timeline.move(request.incident, IncidentState.DENIED, who, denied_by)
         command = command_for(request)
         said = say(self.settings.lang, "decide.denied_outcome", command=command, who=who)
         return Outcome(request_id, "denied", said)
@@ -298,7 +182,7 @@ class Decisions:
         counted: list[Vote] = []
         for vote in self.store.votes(request.id):
             decision = decide(request, vote.approver, vote.at, policy, self.groups_of, counted)
-            if decision.outcome == "refused":
+            if not decision.counted:
                 continue
             counted.append(vote)
             if decision.outcome == "approved":

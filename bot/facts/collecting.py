@@ -155,7 +155,7 @@ def collect_facts(
     }
     for name, facts in nodes.items():
         if facts.gpu_node and facts.known:
-            failing = gate_failures(facts, pool_facts.get(facts.pool or ""), settings.gpu_resource)
+            failing = gate_failures(facts, pool_facts, settings.gpu_resource)
             if failing != facts.gate_failures:
                 nodes[name] = facts.model_copy(update={"gate_failures": failing})
     try:

@@ -1,15 +1,18 @@
-"""The health gate of runbook step 9 — the one gate: the executor enforces it before an
-uncordon, the rules read its failing items as `node.gate_failures`, `/gpubot status` shows it.
+"""The health gate of runbook step 9 — the one gate: `health_gate` is the one call that
+answers "may this node go back into service?". The executor asks it before an uncordon (with
+the evidence only Prometheus, a pod on the node or a job can give: `bot.gate.gating`), the
+rules read its failing items as `node.gate_failures` and `/gpubot status` shows them (with the
+facts alone).
 
 Every item is pass, fail or unknown, with its reason; the gate passes only when every required
 item passes. "Unknown" is not "pass": a gate that could not look does not open. The items the
-Kubernetes facts decide (`facts_items`: ready, GPUs allocatable, driver like the pool's, MIG
-applied, no driver upgrade under way, GPU Operator pods running, no GPU error alert firing)
-are what `node.gate_failures` lists; items that need Prometheus, a pod on the node or an
-external job (no new Xid/ECC/NVLink errors in the window, the GPU smoke test, DCGM
-diagnostics, nccl-tests) are unknown until that evidence is supplied. The smoke test is
-optional (`require_smoke_test`), but one that ran counts whatever was configured: a node whose
-GPUs nvidia-smi cannot list does not reopen.
+Kubernetes facts decide (ready, GPUs allocatable, driver like the pool's, MIG applied, no
+driver upgrade under way, GPU Operator pods running, no GPU error alert firing) are what
+`node.gate_failures` lists; items that need Prometheus, a pod on the node or an external job
+(no new Xid/ECC/NVLink errors in the window, the GPU smoke test, DCGM diagnostics, nccl-tests)
+are unknown until that evidence is supplied. The smoke test is optional
+(`require_smoke_test`), but one that ran counts whatever was configured: a node whose GPUs
+nvidia-smi cannot list does not reopen.
 
 What it must never do: pass on missing evidence, or differ between the places that show it.
 """
@@ -17,11 +20,12 @@ What it must never do: pass on missing evidence, or differ between the places th
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
 
-from bot.model import ClusterFacts, Lang, NodeFacts, PoolFacts
+from bot.model import Lang, NodeFacts, PoolFacts
 from bot.texts import TEXTS, say
 
 Verdict = Literal["pass", "fail", "unknown"]
@@ -119,7 +123,13 @@ class GateResult:
 
     @property
     def failing(self) -> list[GateItem]:
+        """What keeps the gate shut: required items that did not pass (failed or unknown)."""
         return [i for i in self.items if i.required and i.outcome != "pass"]
+
+    @property
+    def failed(self) -> list[GateItem]:
+        """Items that looked and saw a failure (not those that could not look)."""
+        return [i for i in self.items if i.outcome == "fail"]
 
 
 @dataclass(frozen=True)
@@ -305,45 +315,44 @@ def _smoke(node: NodeFacts, evidence: ExternalEvidence) -> GateItem:
     return GateItem("gpu-smoke-test", "pass", result.reason)
 
 
-def facts_items(node: NodeFacts, pool: PoolFacts | None, gpu_resource: str) -> list[GateItem]:
-    """The items the Kubernetes facts (and the alerts firing on the node) decide."""
-    return [
+def health_gate(
+    node: NodeFacts,
+    pools: Mapping[str, PoolFacts],
+    evidence: ExternalEvidence | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
+) -> GateResult:
+    """May `node` go back into service? `pools`: the pools' facts (the driver its pool runs).
+    With `evidence`, the whole gate the executor enforces; without, what the Kubernetes facts
+    and the alerts firing on the node decide alone (what the rules and `/gpubot status` show).
+    """
+    items = [
         _ready(node),
         _gpus(node, gpu_resource),
-        _driver(node, pool),
+        _driver(node, pools.get(node.pool or "")),
         _mig(node),
         _upgrade(node),
         *_operator(node),
         *_gpu_errors(node),
     ]
+    if evidence is not None:
+        items += _external(evidence)
+        items.append(_smoke(node, evidence))
+    return GateResult(node.name, items)
 
 
-def failing_facts_text(node: NodeFacts, pool: PoolFacts | None, lang: Lang) -> str:
+def failing_facts_text(node: NodeFacts, pools: Mapping[str, PoolFacts], lang: Lang) -> str:
     """What `gate_failures` lists, as a person reads it in `lang` ("name: reason; …"); empty
     when nothing fails or the node is not a GPU node. `gate_failures` stays in the facts'
     own words: the rules read it."""
     if not node.gpu_node:
         return ""
-    items = facts_items(node, pool, "nvidia.com/gpu")  # the resource names only `fact`
-    return failing_text([i for i in items if i.outcome == "fail"], lang)
+    return failing_text(health_gate(node, pools).failed, lang)  # the resource names only `fact`
 
 
-def gate_failures(node: NodeFacts, pool: PoolFacts | None, gpu_resource: str) -> list[str]:
+def gate_failures(node: NodeFacts, pools: Mapping[str, PoolFacts], gpu_resource: str) -> list[str]:
     """Why the facts alone keep the gate shut, one reason per failing item (`node.gate_failures`:
     what the rules read); empty for a node that is not a GPU node."""
     if not node.gpu_node:
         return []
-    items = facts_items(node, pool, gpu_resource)
-    return [i.fact or i.reason for i in items if i.outcome == "fail"]
-
-
-def health_gate(
-    node: NodeFacts,
-    cluster: ClusterFacts,
-    evidence: ExternalEvidence,
-    gpu_resource: str = "nvidia.com/gpu",
-) -> GateResult:
-    items = facts_items(node, cluster.pools.get(node.pool or ""), gpu_resource)
-    items += _external(evidence)
-    items.append(_smoke(node, evidence))
-    return GateResult(node.name, items)
+    failed = health_gate(node, pools, gpu_resource=gpu_resource).failed
+    return [i.fact or i.reason for i in failed]

@@ -462,13 +462,13 @@ class SmokeTests:
         when it is the only item the gate still lacks."""
         recent = self.recent(node.name)
         evidence = replace(evidence, require_smoke_test=True, smoke_test=recent)
-        result = health_gate(node, facts, evidence, gpu_resource)
+        result = health_gate(node, facts.pools, evidence, gpu_resource)
         others = [i for i in result.failing if i.name != "gpu-smoke-test"]
         if recent is not None or others:
             return _in_its_words(result, recent)
         expected = node.gpu.expected if node.gpu is not None else 0
         ran = self.run(node.name, expected)
-        gated = health_gate(node, facts, replace(evidence, smoke_test=ran), gpu_resource)
+        gated = health_gate(node, facts.pools, replace(evidence, smoke_test=ran), gpu_resource)
         return _in_its_words(gated, ran)
 
 

@@ -18,9 +18,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.approval.blast_radius import out_of_service
-from bot.approval.voting import Outcome
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import GpubotError, StateChanged
@@ -30,7 +29,7 @@ from bot.gate.items import failing_text
 from bot.incidents.digest import OutOfService, build_digest, digest_lines, still_out_note
 from bot.incidents.lifecycle import IllegalTransition
 from bot.kube_objects import name_of, spec_of
-from bot.model import Incident, IncidentState
+from bot.model import Incident, IncidentState, Outcome
 from bot.names import GPUBOT
 from bot.pipeline.passes import OPEN, DiagnosisPass
 from bot.pipeline.relay import DecisionRelay
@@ -54,7 +53,7 @@ class LeaderDuties:
         store: Store,
         cluster: Cluster,
         chat: Chat,
-        executor: Executor,
+        wing: DecisionWing,
         clock: Clock,
         is_leader: Callable[[], bool],
         relay: DecisionRelay,
@@ -65,7 +64,8 @@ class LeaderDuties:
         self.store = store
         self.cluster = cluster
         self.chat = chat
-        self.executor = executor
+        self.executor = wing.executor
+        self.proposals = wing.proposals
         self.clock = clock
         self.is_leader = is_leader
         self.relay = relay
@@ -161,7 +161,7 @@ class LeaderDuties:
 
     def _reoffer(self, incident: Incident) -> None:
         try:
-            found = self.executor.reoffer(incident.id)
+            found = self.proposals.reoffer(incident.id)
         except GpubotError as exc:
             log.warning("incident %s: could not look at its waiting request: %s", incident.id, exc)
             return
@@ -175,7 +175,7 @@ class LeaderDuties:
         if diagnosis is None:
             return
         try:
-            offered = self.executor.back_to_service(incident.id, diagnosis)
+            offered = self.proposals.back_to_service(incident.id, diagnosis)
         except GpubotError as exc:
             log.warning("incident %s: the health gate could not look: %s", incident.id, exc)
             return

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 
-from bot.acting.executor import Executor
+from bot.approval.proposing import Proposals
 from bot.clock import Clock
 from bot.config import Settings
 from bot.diagnose import NodeMatches, diagnose
@@ -156,7 +156,7 @@ class DiagnosisPass:
         store: Store,
         cluster: Cluster,
         chat: Chat,
-        executor: Executor,
+        proposals: Proposals,
         clock: Clock,
         take_deliveries: Callable[[int], list[Signal]] = lambda _at_most: [],
         later: Callable[[list[Signal]], None] = lambda _signals: None,
@@ -172,7 +172,7 @@ class DiagnosisPass:
         self.store = store
         self.cluster = cluster
         self.chat = chat
-        self.executor = executor
+        self.proposals = proposals
         self.clock = clock
         self.take_deliveries = take_deliveries
         self.later = later
@@ -363,7 +363,7 @@ class DiagnosisPass:
         if held:
             self.store.hold(incident.id, now + timedelta(seconds=settle_s))
         else:
-            requests = self.executor.propose(incident.id, found, facts)
+            requests = self.proposals.propose(incident.id, found, facts)
         if not requests:
             self._settle_state(incident.id, now)
         incident = self.store.incident(incident.id)
@@ -435,7 +435,7 @@ class DiagnosisPass:
         self.store.hold(incident.id, None)
         if any(self.store.execution(r.id) is None for r in self.store.requests(incident.id)):
             return  # proposed meanwhile (another replica)
-        requests = self.executor.propose(incident.id, found, facts)
+        requests = self.proposals.propose(incident.id, found, facts)
         if requests:
             self.chat.revise_diagnosis(
                 self.store.incident(incident.id),

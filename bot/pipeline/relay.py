@@ -14,56 +14,54 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bot.acting.executor import Executor
-from bot.approval.voting import Outcome
+from bot.acting.wing import DecisionWing
 from bot.errors import GpubotError
-from bot.model import TimelineEntry
+from bot.model import Outcome, RequestStatus, TimelineEntry
 from bot.ports import Chat, Store
 from bot.process.telemetry import Telemetry
 
-FINAL = frozenset({"acted", "dry-run", "refused", "failed", "denied", "changed"})
+FINAL: frozenset[RequestStatus] = frozenset(
+    {"succeeded", "dry-run", "refused", "failed", "denied", "changed"}
+)
 """What an action came to (the rest are steps on the way: a vote recorded, another needed)."""
 
-PRIVATE = frozenset({"not-allowed", "duplicate", "withdrawn"})
+PRIVATE: frozenset[RequestStatus] = frozenset({"not-allowed", "duplicate", "withdrawn"})
 """Answers for the clicker alone: nothing changed for anyone else."""
 
 
 class DecisionRelay:
-    """Owns nothing but the path: votes to the executor (acting only on the leader), outcomes
-    and an action's progress to the chat."""
+    """Owns nothing but the path: votes to the decision wing (acting only on the leader),
+    outcomes and an action's progress to the chat."""
 
     def __init__(
         self,
         *,
         store: Store,
         chat: Chat,
-        executor: Executor,
+        wing: DecisionWing,
         is_leader: Callable[[], bool],
         telemetry: Telemetry | None = None,
     ) -> None:
         self.store = store
         self.chat = chat
-        self.executor = executor
+        self.wing = wing
         self.is_leader = is_leader
         self.telemetry = telemetry
 
     def approve(self, request_id: str, approver: str) -> Outcome:
         """A click or a command: recorded on any replica; executed here only on the leader
         (the leader's duties pick up what other replicas recorded)."""
-        if self.is_leader():
-            outcome = self.executor.approve(request_id, approver)
-        else:
-            outcome = self.executor.approve(request_id, approver, execute=False)
+        outcome = self.wing.approve(request_id, approver, execute=self.is_leader())
         self.tell(request_id, outcome)
         return outcome
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
-        outcome = self.executor.deny(request_id, who, reason)
+        outcome = self.wing.voting.deny(request_id, who, reason)
         self.tell(request_id, outcome)
         return outcome
 
     def on_timeline(self, entry: TimelineEntry) -> None:
-        """The executor's notify: an action's start and progress ("evicted 37/110", "blocked
+        """The timeline's notify: an action's start and progress ("evicted 37/110", "blocked
         ... by PDB train-job-pdb") go to the incident's thread as they happen; its result is
         told once it returns (`tell`)."""
         if entry.kind not in ("action-start", "action-progress"):

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
-from bot.acting.executor import Executor
-from bot.approval.voting import Outcome
+from bot.acting.wing import DecisionWing
 from bot.clock import Clock
 from bot.config import Settings
 from bot.facts.gpu_metrics import GpuEvidence
-from bot.model import Diagnosis, Incident, Signal, TimelineEntry
+from bot.model import Diagnosis, Incident, Outcome, Signal, TimelineEntry
 from bot.pipeline.duties import LeaderDuties
 from bot.pipeline.notices import tell_notices
 from bot.pipeline.passes import DiagnosisPass, EvidenceLines
@@ -43,7 +42,7 @@ class Service:
         store: Store,
         cluster: Cluster,
         chat: Chat,
-        executor: Executor,
+        wing: DecisionWing,
         clock: Clock,
         is_leader: Callable[[], bool] = lambda: True,
         evidence: EvidenceLines | None = None,
@@ -54,7 +53,9 @@ class Service:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.executor = executor
+        self.wing = wing
+        self.proposals = wing.proposals
+        self.facts = wing.facts
         self.telemetry = telemetry
         self.inbox = inbox
         self.chat = chat
@@ -65,7 +66,7 @@ class Service:
             store=store,
             cluster=cluster,
             chat=chat,
-            executor=executor,
+            proposals=wing.proposals,
             clock=clock,
             take_deliveries=self.take_deliveries,
             later=self.worker.put,
@@ -75,14 +76,14 @@ class Service:
             telemetry=telemetry,
         )
         self.relay = DecisionRelay(
-            store=store, chat=chat, executor=executor, is_leader=is_leader, telemetry=telemetry
+            store=store, chat=chat, wing=wing, is_leader=is_leader, telemetry=telemetry
         )
         self.duties = LeaderDuties(
             settings=settings,
             store=store,
             cluster=cluster,
             chat=chat,
-            executor=executor,
+            wing=wing,
             clock=clock,
             is_leader=is_leader,
             relay=self.relay,

@@ -17,7 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.console import Prose, print_diagnoses, render_summary, render_timeline
 from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
@@ -148,15 +148,15 @@ def run(
     incidents_db = tempfile.TemporaryDirectory(prefix="gpubot-demo-")
     records = SqlStore.open(store_url or f"sqlite:///{incidents_db.name}/gpubot.db")
     acting = demo_settings(settings, approver_name, lang)
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         records,
         acting,
         executor_id="demo",
         clock=utcnow,
-        notify=out.timeline,
         external=lambda node: ExternalEvidence(new_gpu_errors=gpu_errors(store, node)),
     )
+    wing.timeline.notify = out.timeline
     loop: tuple[Incident, Diagnosis] | None = None
     cordons: list[tuple[Incident, Diagnosis]] = []
     try:
@@ -198,7 +198,7 @@ def run(
                     cordons.append((incident, d))
             out.diagnoses(new)
         if loop is not None:
-            demo = _Loop(store, records, executor, out, lang, approve, approver_name)
+            demo = _Loop(store, records, wing, out, lang, approve, approver_name)
             if demo.remediate(loop, pause_s, alerts):
                 for incident, d in cordons:
                     demo.cordon(incident, d)
@@ -220,7 +220,7 @@ class _Loop:
         self,
         sim: ClusterState,
         records: SqlStore,
-        executor: Executor,
+        wing: DecisionWing,
         out: DemoOutput,
         lang: Lang,
         approve: Approver | None,
@@ -228,7 +228,7 @@ class _Loop:
     ) -> None:
         self.sim = sim
         self.records = records
-        self.executor = executor
+        self.wing = wing
         self.out = out
         self.lang = lang
         self.approve = approve
@@ -242,12 +242,12 @@ class _Loop:
             return False
         approved, _who = self.approve(request)
         if not approved:
-            self.executor.deny(request.id, self.approver_name)
+            self.wing.voting.deny(request.id, self.approver_name)
             self.out.say(
                 say(self.lang, "demo.denied", action=request.action.value, node=request.node)
             )
             return False
-        return self.executor.approve(request.id, self.approver_name).status == "acted"
+        return self.wing.approve(request.id, self.approver_name).status == "succeeded"
 
     def remediate(
         self, loop: tuple[Incident, Diagnosis], pause_s: float, alerts: list[Signal]
@@ -255,10 +255,10 @@ class _Loop:
         """True when every step was approved (the demo may ask on)."""
         incident, found = loop
         node = found.node or LOOP_NODE
-        executor, lang = self.executor, self.lang
+        wing, lang = self.wing, self.lang
         self.out.step(say(lang, "demo.take_out", node=node))
-        facts = executor.read_facts(node)
-        proposed = executor.propose(incident.id, found, facts)
+        facts = wing.facts.of_node(node)
+        proposed = wing.proposals.propose(incident.id, found, facts)
         drains = [r for r in proposed if r.action is Action.DRAIN]
         if not drains or not self._decide(drains[0]):
             return False
@@ -274,7 +274,7 @@ class _Loop:
         ]
         self.records.add_signals(resolved, now)
         time.sleep(pause_s)  # the kubelet and the operator's pods come back
-        facts = executor.read_facts(node)
+        facts = wing.facts.of_node(node)
         after = facts.nodes[node]
         self.out.say(
             say(
@@ -293,7 +293,7 @@ class _Loop:
                 "proposals": [Proposal(action=Action.UNCORDON, node=node, requires_approval=True)]
             }
         )
-        uncordons = executor.propose(incident.id, back, facts)
+        uncordons = wing.proposals.propose(incident.id, back, facts)
         if not uncordons or not self._decide(uncordons[0]):
             return False
         self.records.transition(
@@ -308,8 +308,8 @@ class _Loop:
     def cordon(self, incident: Incident, found: Diagnosis) -> None:
         node = found.node or ""
         self.out.step(say(self.lang, "demo.cordon", node=node))
-        facts = self.executor.read_facts(node)
-        for request in self.executor.propose(incident.id, found, facts):
+        facts = self.wing.facts.of_node(node)
+        for request in self.wing.proposals.propose(incident.id, found, facts):
             if request.action is Action.CORDON:
                 self._decide(request)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import uvicorn
 from rich.console import Console
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.queued import ConsoleDelivery, QueuedConsoleChat
 from bot.chat.slack import SlackInteractions, SlackOutgoing, SocketModeRunner, build_slack_outgoing
 from bot.clock import utcnow
@@ -210,7 +210,7 @@ def build_replica(
     identity = settings.serve.identity or default_identity()
     evidence = _evidence(settings)
     outgoing = _slack_outgoing(settings, store)
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         store,
         settings,
@@ -247,7 +247,7 @@ def build_replica(
         store=store,
         cluster=cluster,
         chat=told,
-        executor=executor,
+        wing=wing,
         clock=utcnow,
         is_leader=lambda: bool(holder) and holder[0].is_leader,
         evidence=evidence.lines,
@@ -267,7 +267,7 @@ def build_replica(
             log.info("incident %s: %s: %s", entry.incident, entry.actor, entry.text)
         service.on_timeline(entry)
 
-    executor.notify = on_timeline  # drain progress into the incident's thread
+    wing.timeline.notify = on_timeline  # drain progress into the incident's thread
     scheduler = Scheduler(service, store.engine, settings.schedule)
     slack = _slack_parts(settings, outgoing, service) if outgoing else None
 

@@ -22,9 +22,9 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.errors import NotFound
 from bot.incidents.lifecycle import withdrawal
-from bot.model import ActionRequest, IncidentState, Vote
+from bot.model import ActionRequest, ExecutionOutcome, IncidentState, Vote
 from bot.names import GPUBOT
-from bot.ports import ActionStore, ExecutionOutcome
+from bot.ports import ActionStore
 from bot.store.database import Part, insert_execution, int_id
 from bot.store.tables import executions, incidents, requests, votes
 
@@ -47,7 +47,7 @@ class SqlActions(Part, ActionStore):
 
     Owns: requests as proposed, one vote per person and request, and the one execution row
     per request with its owner and heartbeat. Never: decides whether the votes suffice or the
-    request has expired (`Decisions` and `Executor` do, from what it returns), nor records a
+    request has expired (`Voting` and `Executor` do, from what it returns), nor records a
     result for an execution that another process has taken over (`finish_execution` with
     `executor=`, `beat`).
     """

@@ -36,7 +36,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.sql.dml import ReturningInsert
 
 from bot.errors import InputError, NotFound, StoreUnavailable
-from bot.ports import ExecutionOutcome
+from bot.model import ExecutionOutcome
 from bot.store.tables import executions
 
 STORE_URL_EXAMPLES = "sqlite:///gpubot.db or postgresql://user@host/gpubot"

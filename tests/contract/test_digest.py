@@ -28,9 +28,17 @@ from bot.incidents.digest import (
     next_run,
     still_out_note,
 )
-from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
+from bot.model import (
+    Action,
+    ActionRequest,
+    ExecutionOutcome,
+    Incident,
+    IncidentState,
+    Lang,
+    NodeFacts,
+    TimelineEntry,
+)
 from bot.pipeline.service import Service
-from bot.ports import ExecutionOutcome
 from bot.roots.offline import load_ruleset
 from bot.store.sql import SqlStore
 from gpusim import faults
@@ -503,7 +511,7 @@ def test_the_leaders_digest_reads_the_cluster_for_nodes_out_of_service(
     rig.clock.now = rig.clock.now.replace(microsecond=0)
     try:
         started = rig.clock.now
-        assert rig.executor.approve(rig.request(Action.CORDON), "alice").status == "acted"
+        assert rig.wing.approve(rig.request(Action.CORDON), "alice").status == "succeeded"
         faults.cordon(rig.server.store, "gpu-a1", started - timedelta(hours=2))  # by hand
         rig.clock.now += timedelta(minutes=30)
         settings = Settings()
@@ -513,7 +521,7 @@ def test_the_leaders_digest_reads_the_cluster_for_nodes_out_of_service(
             store=rig.store,
             cluster=rig.cluster,
             chat=ConsoleChat(Console(file=io.StringIO(), width=200), Lang.EN),
-            executor=rig.executor,
+            wing=rig.wing,
             clock=rig.clock,
         )
         told = service.post_digest()
@@ -574,12 +582,12 @@ def test_the_executors_own_cordon_and_uncordon_move_the_node_out_and_back(
 ) -> None:
     rig = make_rig(sim_cluster, tmp_path)
     try:
-        assert rig.executor.approve(rig.request(Action.CORDON), "alice").status == "acted"
+        assert rig.wing.approve(rig.request(Action.CORDON), "alice").status == "succeeded"
         out = build_digest(rig.store, rig.clock.now + timedelta(minutes=1))
         assert [(node, rule) for node, _, rule in out.still_out] == [("gpu-a3", "gpu-fell-off-bus")]
         assert out.opened == 1
         rig.clock.now += timedelta(minutes=30)
-        assert rig.executor.approve(rig.request(Action.UNCORDON), "alice").status == "acted"
+        assert rig.wing.approve(rig.request(Action.UNCORDON), "alice").status == "succeeded"
         assert build_digest(rig.store, rig.clock.now + timedelta(minutes=1)).still_out == []
     finally:
         rig.store.close()

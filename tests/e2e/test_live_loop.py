@@ -22,7 +22,7 @@ def drained(live: Live, node: str) -> None:
     drain = live.undecided(node, Action.DRAIN)
     assert live.service.approve(drain.id, "alice").status == "need-another"
     outcome = live.service.approve(drain.id, "bob")
-    assert outcome.status == "acted", outcome.message
+    assert outcome.status == "succeeded", outcome.message
     assert live.cordoned(node)
 
 
@@ -64,7 +64,7 @@ def test_a_drain_the_blast_radius_refused_is_offered_again_with_new_buttons_when
     assert len(live.shown("asked-again", "gpu-a3")) == 1  # offered once
 
     live.service.approve(new.id, "alice")
-    assert live.service.approve(new.id, "bob").status == "acted"
+    assert live.service.approve(new.id, "bob").status == "succeeded"
     assert live.cordoned("gpu-a3")
     assert ("ml", "train-llm-1-worker-0") in live.server.store.evictions
 
@@ -98,7 +98,7 @@ def test_a_repaired_node_is_told_what_keeps_it_out_and_until_when_then_offered_b
     [offer] = [s for s in live.shown("revision", "gpu-a2") if Action.UNCORDON in s.offered]
     assert "put it back into service?" in offer.text
     uncordon = live.undecided("gpu-a2", Action.UNCORDON)
-    assert live.service.approve(uncordon.id, "alice").status == "acted"
+    assert live.service.approve(uncordon.id, "alice").status == "succeeded"
     assert not live.cordoned("gpu-a2")
     assert live.store.incident(incident.id).state is not IncidentState.FAILED
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.cli import app
 from bot.config import load_settings
 from bot.diagnose import diagnose
@@ -243,18 +243,18 @@ def test_an_approval_from_the_cli_moves_the_incident_through_its_states(
         diagnoses = diagnose(facts, signals, load_ruleset(settings), settings).diagnoses
         [found] = [d for d in diagnoses if d.node == NODE]
         incident = store.record_diagnosis("default", found, now, 3600).incident
-        executor = Executor(
+        wing = DecisionWing.build(
             kube, store, settings, executor_id="leader", clock=lambda: datetime.now(UTC)
         )
-        [request] = executor.propose(incident.id, found, facts)
+        [request] = wing.proposals.propose(incident.id, found, facts)
         assert store.incident(incident.id).state is IncidentState.AWAITING_APPROVAL
 
         # --wait 0: no serve here; this test's executor acts after the command returns.
         vote = ["approve", request.id, "--as", "alice", "--wait", "0"]
         result = CliRunner().invoke(app, [*vote, "--store-url", url, "--config", str(config)])
         assert result.exit_code == 0, result.output
-        [outcome] = executor.execute_approved()
-        assert outcome.status == "acted", outcome
+        [outcome] = wing.executor.execute_approved()
+        assert outcome.status == "succeeded", outcome
         states = [e.data.get("to") for e in store.timeline(incident.id) if e.kind == "state"]
         assert states[-3:] == ["approved", "executing", "succeeded"], states
         assert store.incident(incident.id).state is IncidentState.SUCCEEDED

@@ -1,5 +1,5 @@
 """Rigs on the simulated cluster and a SQLite store, with a clock the test moves: `make_rig`,
-the executor with a policy naming an on-call group (what the executor and digest tests build
+the decision wing with a policy naming an on-call group (what the executor and digest tests build
 on); `make_live`, the serving passes and the leader's follow-up as one replica runs them, the
 chat recorded (what the live-loop tests build on).
 """
@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.drills.record import RecordingChat, Seen, SeenKind
@@ -55,7 +55,7 @@ class Rig:
     cluster: KubeCluster
     store: SqlStore
     clock: Clock
-    executor: Executor
+    wing: DecisionWing
     incident: str
 
     def node(self, name: str) -> dict[str, Any]:
@@ -66,8 +66,8 @@ class Rig:
         return bool(self.node(name)["spec"].get("unschedulable"))
 
     def request(self, action: Action, node: str = "gpu-a3", **options: bool) -> str:
-        facts = self.executor.read_facts(node)
-        return self.executor.request(
+        facts = self.wing.facts.of_node(node)
+        return self.wing.proposals.request(
             action, facts.nodes[node], self.incident, "gpubot", **options
         ).id
 
@@ -79,7 +79,7 @@ def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediati
     settings = Settings(
         lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
     )
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         store,
         settings,
@@ -92,7 +92,7 @@ def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediati
     incident = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600).incident
     store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
     store.transition(incident.id, IncidentState.AWAITING_APPROVAL, "gpubot", clock())
-    return Rig(server, cluster, store, clock, executor, incident.id)
+    return Rig(server, cluster, store, clock, wing, incident.id)
 
 
 # ---- the live loop: the serving passes over the simulator ------------------------------------
@@ -213,7 +213,7 @@ def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
     clock = MovingClock()
     chat = RecordingChat(ConsoleChat(Console(file=out, width=200), settings.lang), clock)
     prometheus = GpuErrors()
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster, store, settings, executor_id="live", clock=clock, external=prometheus
     )
     service = Service(
@@ -222,7 +222,7 @@ def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
         store=store,
         cluster=cluster,
         chat=chat,
-        executor=executor,
+        wing=wing,
         clock=clock,
         is_leader=lambda: True,
     )

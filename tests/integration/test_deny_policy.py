@@ -44,7 +44,7 @@ def test_a_stranger_cannot_deny_and_is_told_who_may_then_the_approver_approves(b
     assert any("denial by mallory refused" in e.text for e in bot.store.timeline(incident))
 
     approved = bot.service.approve(drain, "alice")
-    assert approved.status == "acted", approved.message
+    assert approved.status == "succeeded", approved.message
     assert _cordoned(bot)
 
 
@@ -55,10 +55,10 @@ def test_a_replica_that_does_not_lead_refuses_a_strangers_deny_too(bot: Bot) -> 
     assert bot.service.deny(drain, "mallory").status == "not-allowed"
     assert bot.store.execution(drain) is None
 
-    assert bot.service.approve(drain, "bob").status == "recorded"
+    assert bot.service.approve(drain, "bob").status == "approved"
     bot.leader[0] = True
     [acted] = bot.service.run_leader_duties()
-    assert acted.status == "acted", acted.message
+    assert acted.status == "succeeded", acted.message
     assert _cordoned(bot)
 
 

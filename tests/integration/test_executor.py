@@ -36,7 +36,7 @@ def rig(sim_cluster: Any, tmp_path: Path) -> Iterator[Rig]:
 
 def test_no_action_without_an_approval(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    outcome = rig.executor.execute(request)
+    outcome = rig.wing.executor.execute(request)
     assert outcome.status == "not-allowed"
     assert not rig.cordoned("gpu-a3")
     assert rig.store.execution(request) is None
@@ -44,19 +44,19 @@ def test_no_action_without_an_approval(rig: Rig) -> None:
 
 def test_no_approval_from_someone_the_policy_does_not_name(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    outcome = rig.executor.approve(request, "mallory")
+    outcome = rig.wing.approve(request, "mallory")
     assert outcome.status == "not-allowed"
     assert "needs: @gpu-oncall" in outcome.message
     assert not rig.cordoned("gpu-a3")
     assert rig.store.votes(request) == []
     # A stranger's vote recorded by some other path would still not count.
-    assert rig.executor.execute(request).status == "not-allowed"
+    assert rig.wing.executor.execute(request).status == "not-allowed"
 
 
 def test_an_expired_approval_is_refused(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
     rig.clock.now += timedelta(minutes=31)
-    outcome = rig.executor.approve(request, "alice")
+    outcome = rig.wing.approve(request, "alice")
     assert outcome.status == "expired"
     assert not rig.cordoned("gpu-a3")
     assert rig.store.incident(rig.incident).state is IncidentState.EXPIRED
@@ -64,35 +64,35 @@ def test_an_expired_approval_is_refused(rig: Rig) -> None:
 
 def test_a_denied_request_cannot_be_approved_afterwards(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    assert rig.executor.deny(request, "bob", "the job finishes in 10 min").status == "denied"
+    assert rig.wing.voting.deny(request, "bob", "the job finishes in 10 min").status == "denied"
     assert rig.store.incident(rig.incident).state is IncidentState.DENIED
-    late = rig.executor.approve(request, "alice")
+    late = rig.wing.approve(request, "alice")
     assert late.status == "not-allowed"
     assert late.message == "bob denied this: the job finishes in 10 min"
     assert not rig.cordoned("gpu-a3")
     assert rig.store.votes(request) == []
-    assert rig.executor.execute(request).status == "not-allowed"
-    assert rig.executor.execute_approved() == []
-    assert rig.executor.deny(request, "carol").status == "duplicate"
+    assert rig.wing.executor.execute(request).status == "not-allowed"
+    assert rig.wing.executor.execute_approved() == []
+    assert rig.wing.voting.deny(request, "carol").status == "duplicate"
     assert not rig.cordoned("gpu-a3")
 
 
 def test_the_answer_to_a_first_vote_of_two_says_how_many_the_policy_asks(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
-    policy = rig.executor.settings.remediation.approvals
-    first = rig.executor.approve(request, "alice")
+    policy = rig.wing.settings.remediation.approvals
+    first = rig.wing.approve(request, "alice")
     assert first.status == "need-another"
     assert first.approvals_needed == approvals_needed(policy, rig.store.request(request)) == 2
 
 
 def test_drain_needs_two_different_approvers(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
-    assert rig.executor.approve(request, "alice").status == "need-another"
-    again = rig.executor.approve(request, "alice")
+    assert rig.wing.approve(request, "alice").status == "need-another"
+    again = rig.wing.approve(request, "alice")
     assert again.status == "not-allowed" and "different second approver" in again.message
     assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
-    done = rig.executor.approve(request, "bob")
-    assert done.status == "acted", done.message
+    done = rig.wing.approve(request, "bob")
+    assert done.status == "succeeded", done.message
     assert sorted(rig.server.store.evictions) == [
         ("ml", "train-llm-1-worker-0"),
         ("monitoring", "metrics-agent-gpu-a3-0"),
@@ -102,23 +102,23 @@ def test_drain_needs_two_different_approvers(rig: Rig) -> None:
 
 def test_a_double_approval_executes_once(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
-    rig.executor.approve(request, "alice")
+    rig.wing.approve(request, "alice")
     outcomes: list[str] = []
     barrier = threading.Barrier(2)
 
     def click(who: str) -> None:
         barrier.wait()
-        outcomes.append(rig.executor.approve(request, who).status)
+        outcomes.append(rig.wing.approve(request, who).status)
 
     threads = [threading.Thread(target=click, args=(w,)) for w in ("bob", "carol")]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(outcomes) == ["acted", "duplicate"]
+    assert sorted(outcomes) == ["duplicate", "succeeded"]
     # Each pod evicted once, and a click after the fact changes nothing.
     assert len(rig.server.store.evictions) == 2
-    assert rig.executor.approve(request, "bob").status in ("duplicate", "not-allowed")
+    assert rig.wing.approve(request, "bob").status in ("duplicate", "not-allowed")
     assert len(rig.server.store.evictions) == 2
 
 
@@ -141,10 +141,10 @@ def _a_training_pod_lands_on_gpu_a3(rig: Rig) -> None:
 
 def test_facts_changed_between_approval_and_execution_means_no_action(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
-    rig.executor.approve(request, "alice")
+    rig.wing.approve(request, "alice")
     # A new training pod lands on the node between the first and the second approval.
     _a_training_pod_lands_on_gpu_a3(rig)
-    outcome = rig.executor.approve(request, "bob")
+    outcome = rig.wing.approve(request, "bob")
     assert outcome.status == "changed"
     assert "ml/late-arrival" in outcome.message
     assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
@@ -159,7 +159,7 @@ def test_a_cordon_sends_no_more_api_requests_than_kubectl_cordon(rig: Rig) -> No
     and blast radius included."""
     request = rig.request(Action.CORDON)
     before = len(rig.server.audit())
-    assert rig.executor.approve(request, "alice").status == "acted"
+    assert rig.wing.approve(request, "alice").status == "succeeded"
     sent = [str(e) for e in rig.server.audit()[before:]]
     assert rig.cordoned("gpu-a3")
     assert len(sent) <= 2, sent
@@ -171,8 +171,8 @@ def test_a_pod_landing_on_the_node_does_not_make_a_cordon_ask_again(rig: Rig) ->
     nothing the cordon does (a drain's own request compares its pods)."""
     request = rig.request(Action.CORDON)
     _a_training_pod_lands_on_gpu_a3(rig)
-    outcome = rig.executor.approve(request, "alice")
-    assert outcome.status == "acted", outcome.message
+    outcome = rig.wing.approve(request, "alice")
+    assert outcome.status == "succeeded", outcome.message
     assert rig.cordoned("gpu-a3")
     assert rig.store.incident(rig.incident).state is IncidentState.SUCCEEDED
 
@@ -188,7 +188,7 @@ def test_a_cordon_is_refused_while_another_node_of_the_pool_is_not_ready(rig: Ri
         MERGE,
         {"status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}},
     )
-    outcome = rig.executor.approve(request, "alice")
+    outcome = rig.wing.approve(request, "alice")
     assert outcome.status == "refused"
     assert "blast radius" in outcome.message and "gpu-a2" in outcome.message
     assert not rig.cordoned("gpu-a3")
@@ -197,8 +197,8 @@ def test_a_cordon_is_refused_while_another_node_of_the_pool_is_not_ready(rig: Ri
 def test_an_over_budget_drain_is_refused_even_when_approved(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
     cordon(rig.cluster, "gpu-a1")  # someone else took a node of the pool out by hand
-    rig.executor.approve(request, "alice")
-    outcome = rig.executor.approve(request, "bob")
+    rig.wing.approve(request, "alice")
+    outcome = rig.wing.approve(request, "bob")
     assert outcome.status == "refused"
     assert "blast radius" in outcome.message and "gpu-a1" in outcome.message
     assert rig.server.store.evictions == [] and not rig.cordoned("gpu-a3")
@@ -214,7 +214,7 @@ def test_two_cordons_approved_at_the_same_moment_do_not_both_fit_the_budget(rig:
 
     def approve(request: str, who: str) -> None:
         barrier.wait()
-        outcomes[request] = rig.executor.approve(request, who).status
+        outcomes[request] = rig.wing.approve(request, who).status
 
     threads = [
         threading.Thread(target=approve, args=(first, "alice")),
@@ -224,7 +224,7 @@ def test_two_cordons_approved_at_the_same_moment_do_not_both_fit_the_budget(rig:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert sorted(outcomes.values()) == ["acted", "refused"], outcomes
+    assert sorted(outcomes.values()) == ["refused", "succeeded"], outcomes
     assert [rig.cordoned(n) for n in ("gpu-a1", "gpu-a3")].count(True) == 1
 
 
@@ -236,19 +236,19 @@ def test_no_force_delete_without_a_force_approval(rig: Rig) -> None:
         MERGE,
         {"spec": {"minAvailable": 2}},  # two workers: neither may go
     )
-    rig.executor.settings.remediation.drain_timeout_s = 2
+    rig.wing.settings.remediation.drain_timeout_s = 2
     plain = rig.request(Action.DRAIN)
-    rig.executor.approve(plain, "alice")
-    outcome = rig.executor.approve(plain, "bob")
+    rig.wing.approve(plain, "alice")
+    outcome = rig.wing.approve(plain, "bob")
     assert outcome.status == "failed" and "train-llm-1-worker-0" in outcome.message
     assert rig.server.store.direct_deletes == []
     assert ("ml", "train-llm-1-worker-0") not in rig.server.store.evictions
 
     forced = rig.request(Action.DRAIN, force=True)
-    assert rig.executor.approve(forced, "alice").status == "not-allowed"  # on-call ≠ force
-    rig.executor.approve(forced, "dave")
-    done = rig.executor.approve(forced, "erin")
-    assert done.status == "acted", done.message
+    assert rig.wing.approve(forced, "alice").status == "not-allowed"  # on-call ≠ force
+    rig.wing.approve(forced, "dave")
+    done = rig.wing.approve(forced, "erin")
+    assert done.status == "succeeded", done.message
     assert ("ml", "train-llm-1-worker-0") in rig.server.store.direct_deletes
 
 
@@ -256,7 +256,7 @@ def test_uncordon_is_refused_until_the_gate_passes(rig: Rig) -> None:
     cordon(rig.cluster, "gpu-a3")
     inject(rig.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
     request = rig.request(Action.UNCORDON)
-    outcome = rig.executor.approve(request, "alice")
+    outcome = rig.wing.approve(request, "alice")
     assert outcome.status == "refused" and "health gate" in outcome.message
     assert rig.cordoned("gpu-a3")
     gate = [e for e in rig.store.timeline(rig.incident) if e.kind == "gate"]
@@ -264,12 +264,12 @@ def test_uncordon_is_refused_until_the_gate_passes(rig: Rig) -> None:
 
     # propose() does not offer a plain uncordon while the gate fails: only "uncordon
     # anyway", which names what failed and needs its own two approvers.
-    facts = rig.executor.read_facts("gpu-a3")
-    [offered] = rig.executor.propose(rig.incident, _with_proposal(Action.UNCORDON), facts)
+    facts = rig.wing.facts.of_node("gpu-a3")
+    [offered] = rig.wing.proposals.propose(rig.incident, _with_proposal(Action.UNCORDON), facts)
     assert offered.action is Action.UNCORDON and offered.override_gate
     assert offered.risk.startswith("The health gate did not pass (")
     assert "gpu" in offered.risk.lower()
-    assert rig.executor.approve(offered.id, "dave").status == "need-another"
+    assert rig.wing.approve(offered.id, "dave").status == "need-another"
     assert rig.cordoned("gpu-a3")
 
 
@@ -282,7 +282,7 @@ def test_uncordon_is_refused_when_the_smoke_test_pod_does_not_pass(
     rig = make_rig(sim_cluster, tmp_path, smoke_test=SmokeTestSettings(enabled=True, timeout_s=1))
     cordon(rig.cluster, "gpu-a3")
     request = rig.request(Action.UNCORDON)
-    outcome = rig.executor.approve(request, "alice")
+    outcome = rig.wing.approve(request, "alice")
     assert outcome.status == "refused", outcome.message
     assert (
         "health gate not passed: gpu-smoke-test: the smoke-test pod did not finish within 1s"
@@ -300,9 +300,9 @@ def test_uncordon_anyway_needs_its_own_two_approvers(rig: Rig) -> None:
     cordon(rig.cluster, "gpu-a3")
     inject(rig.server.store, "zero-capacity", "gpu-a3", datetime.now(UTC))
     request = rig.request(Action.UNCORDON, override_gate=True)
-    assert rig.executor.approve(request, "alice").status == "not-allowed"
-    assert rig.executor.approve(request, "dave").status == "need-another"
-    assert rig.executor.approve(request, "erin").status == "acted"
+    assert rig.wing.approve(request, "alice").status == "not-allowed"
+    assert rig.wing.approve(request, "dave").status == "need-another"
+    assert rig.wing.approve(request, "erin").status == "succeeded"
     assert not rig.cordoned("gpu-a3")
 
 
@@ -310,8 +310,8 @@ def test_dry_run_writes_nothing(sim_cluster: Any, tmp_path: Path) -> None:
     rig = make_rig(sim_cluster, tmp_path, dry_run=True)
     request = rig.request(Action.DRAIN)
     version = rig.server.store.resource_version
-    rig.executor.approve(request, "alice")
-    outcome = rig.executor.approve(request, "bob")
+    rig.wing.approve(request, "alice")
+    outcome = rig.wing.approve(request, "bob")
     assert outcome.status == "dry-run"
     assert "would have run `kubectl drain gpu-a3 --ignore-daemonsets`" in outcome.message
     assert rig.server.store.resource_version == version  # no write reached the API server
@@ -326,7 +326,7 @@ def test_a_dry_run_says_what_it_would_have_run_in_chinese_under_zh(
     """Under zh the dry-run's result (the outcome, the timeline, the thread) was English."""
     rig = make_rig(sim_cluster, tmp_path, lang=Lang.ZH, dry_run=True)
     request = rig.request(Action.CORDON)
-    outcome = rig.executor.approve(request, "alice")
+    outcome = rig.wing.approve(request, "alice")
     assert outcome.status == "dry-run"
     assert outcome.message == "演练模式：未执行，实际会运行 `kubectl cordon gpu-a3`"
     assert rig.store.timeline(rig.incident)[-1].text == outcome.message
@@ -338,7 +338,7 @@ def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> 
     rig.server.store.patch(
         BY_KIND["Node"], "", "gpu-a3", MERGE, {"metadata": {"annotations": {"team": "ml"}}}
     )
-    assert rig.executor.approve(rig.request(Action.CORDON), "alice").status == "acted"
+    assert rig.wing.approve(rig.request(Action.CORDON), "alice").status == "succeeded"
     node = rig.node("gpu-a3")
     assert node["spec"]["unschedulable"] is True
     assert {"key": MAINTENANCE_TAINT, "value": rig.incident, "effect": "NoSchedule"} in node[
@@ -347,8 +347,8 @@ def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> 
     notes = node["metadata"]["annotations"]
     assert notes["gpubot.io/incident"] == rig.incident and notes["gpubot.io/approved-by"] == "alice"
 
-    outcome = rig.executor.approve(rig.request(Action.UNCORDON), "alice")
-    assert outcome.status == "acted", outcome.message
+    outcome = rig.wing.approve(rig.request(Action.UNCORDON), "alice")
+    assert outcome.status == "succeeded", outcome.message
     node = rig.node("gpu-a3")
     assert not node["spec"].get("unschedulable")
     assert all(t["key"] != MAINTENANCE_TAINT for t in node["spec"].get("taints") or [])
@@ -359,11 +359,11 @@ def test_cordon_marks_the_node_and_uncordon_removes_only_our_marks(rig: Rig) -> 
 def test_a_taint_added_after_the_check_read_the_node_survives_the_cordon(rig: Rig) -> None:
     # The cordon, taint and annotations go in one patch computed from the node the check
     # read: a taint the node controller adds in between must not be overwritten.
-    seen = rig.executor.cluster.get("Node", "", "gpu-a3")
+    seen = rig.cluster.get("Node", "", "gpu-a3")
     added = {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}
     rig.server.store.patch(BY_KIND["Node"], "", "gpu-a3", MERGE, {"spec": {"taints": [added]}})
     ours = {"key": MAINTENANCE_TAINT, "value": "inc-1", "effect": "NoSchedule"}
-    change = take_out(rig.executor.cluster, "gpu-a3", seen, ours, {"gpubot.io/incident": "inc-1"})
+    change = take_out(rig.cluster, "gpu-a3", seen, ours, {"gpubot.io/incident": "inc-1"})
     assert change.changed
     node = rig.node("gpu-a3")
     assert node["spec"]["unschedulable"] is True
@@ -381,26 +381,26 @@ def test_a_drain_request_names_the_training_it_would_cost(rig: Rig) -> None:
 
 def test_an_execution_cut_short_is_resumed_without_repeating_evictions(rig: Rig) -> None:
     request = rig.request(Action.DRAIN)
-    rig.executor.approve(request, "alice")
+    rig.wing.approve(request, "alice")
     rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
     # The process passed its checks, began the drain and died: while its heartbeat is
     # fresh it counts as alive and nothing is resumed; once stale, the leader takes over.
     assert rig.store.claim_execution(request, "dead-replica", rig.clock())
     rig.store.mark_acting(request, "dead-replica")
-    assert rig.executor.resume() == []
+    assert rig.wing.executor.resume() == []
     assert rig.server.store.evictions == []
-    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
-    [outcome] = rig.executor.resume()
-    assert outcome.status == "acted", outcome.message
+    rig.clock.now += timedelta(seconds=rig.wing.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.wing.executor.resume()
+    assert outcome.status == "succeeded", outcome.message
     assert sorted(rig.server.store.evictions) == [
         ("ml", "train-llm-1-worker-0"),
         ("monitoring", "metrics-agent-gpu-a3-0"),
     ]
-    assert rig.executor.resume() == []
+    assert rig.wing.executor.resume() == []
     kinds = [e.text for e in rig.store.timeline(rig.incident)]
     assert any(t.startswith("resuming `kubectl drain gpu-a3") for t in kinds)
     taken = rig.store.execution(request)
-    assert taken is not None and taken.executor == rig.executor.executor_id
+    assert taken is not None and taken.executor == rig.wing.executor.executor_id
 
 
 def test_a_cordon_cut_short_right_after_its_patch_ends_with_its_incident_succeeded(
@@ -410,14 +410,14 @@ def test_a_cordon_cut_short_right_after_its_patch_ends_with_its_incident_succeed
     in between left the node cordoned, the execution `acting` and the incident approved.
     The leader's resume finishes it, and the incident says it succeeded."""
     request = rig.request(Action.CORDON)
-    rig.executor.approve(request, "alice", execute=False)
+    rig.wing.approve(request, "alice", execute=False)
     assert rig.store.incident(rig.incident).state is IncidentState.APPROVED
     assert rig.store.claim_execution(request, "dead-replica", rig.clock())
     rig.store.mark_acting(request, "dead-replica")
     take_out(rig.cluster, "gpu-a3", rig.node("gpu-a3"), None, {})
-    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
-    [outcome] = rig.executor.resume()
-    assert outcome.status == "acted", outcome.message
+    rig.clock.now += timedelta(seconds=rig.wing.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.wing.executor.resume()
+    assert outcome.status == "succeeded", outcome.message
     assert rig.cordoned("gpu-a3")
     assert rig.store.incident(rig.incident).state is IncidentState.SUCCEEDED
 
@@ -427,11 +427,11 @@ def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> N
     new leader must not act on the old claim. It checks again, and here the budget is gone
     (someone cordoned gpu-a1 by hand meanwhile): refused, gpu-a3 untouched."""
     request = rig.request(Action.CORDON)
-    rig.executor.approve(request, "alice", execute=False)
+    rig.wing.approve(request, "alice", execute=False)
     assert rig.store.claim_execution(request, "dead-replica", rig.clock())
     cordon(rig.cluster, "gpu-a1")
-    rig.clock.now += timedelta(seconds=rig.executor.settings.remediation.execution_stale_s + 1)
-    [outcome] = rig.executor.resume()
+    rig.clock.now += timedelta(seconds=rig.wing.settings.remediation.execution_stale_s + 1)
+    [outcome] = rig.wing.executor.resume()
     assert outcome.status == "refused", outcome
     assert not rig.cordoned("gpu-a3")
     texts = [e.text for e in rig.store.timeline(rig.incident)]
@@ -440,10 +440,10 @@ def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> N
 
 def test_a_denial_is_never_an_orphan_to_resume(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    rig.executor.deny(request, "bob", "not during the training run")
+    rig.wing.voting.deny(request, "bob", "not during the training run")
     assert rig.store.unfinished_executions() == []
     rig.clock.now += timedelta(hours=1)
-    assert rig.executor.pending() == [] and rig.executor.resume() == []
+    assert rig.wing.executor.pending() == [] and rig.wing.executor.resume() == []
     assert not rig.cordoned("gpu-a3")
 
 
@@ -451,19 +451,19 @@ def test_an_action_running_in_this_process_is_not_resumed_beside_itself(rig: Rig
     """The leader's periodic resume fires while a drain a click started here is running, its
     heartbeat already looking old: it must leave that drain alone."""
     request = rig.request(Action.DRAIN)
-    rig.executor.approve(request, "alice", execute=False)
+    rig.wing.approve(request, "alice", execute=False)
     rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
-    stale_s = rig.executor.settings.remediation.execution_stale_s
+    stale_s = rig.wing.settings.remediation.execution_stale_s
     resumed: list[object] = []
 
     def leader_duties_meanwhile(entry: TimelineEntry) -> None:
         if entry.kind == "action-start":
             rig.clock.now += timedelta(seconds=stale_s + 1)
-            resumed.extend(rig.executor.resume())
+            resumed.extend(rig.wing.executor.resume())
 
-    rig.executor.notify = leader_duties_meanwhile
-    outcome = rig.executor.execute(request)
-    assert outcome.status == "acted", outcome.message
+    rig.wing.timeline.notify = leader_duties_meanwhile
+    outcome = rig.wing.executor.execute(request)
+    assert outcome.status == "succeeded", outcome.message
     assert resumed == []
     evicted = list(rig.server.store.evictions)
     assert len(evicted) == len(set(evicted)) == 2
@@ -487,7 +487,7 @@ def test_a_drain_taken_over_elsewhere_stops_here_and_leaves_the_result_to_the_ne
     try:
         inject(rig.server.store, "pdb-block", "gpu-a3", datetime.now(UTC))
         request = rig.request(Action.DRAIN)
-        rig.executor.approve(request, "alice", execute=False)
+        rig.wing.approve(request, "alice", execute=False)
         rig.store.add_vote(rig.store.votes(request)[0].model_copy(update={"approver": "bob"}))
 
         def taken_over_meanwhile(entry: TimelineEntry) -> None:
@@ -495,9 +495,9 @@ def test_a_drain_taken_over_elsewhere_stops_here_and_leaves_the_result_to_the_ne
                 far = rig.clock() + timedelta(days=1)
                 assert rig.store.take_over_execution(request, "other-replica", rig.clock(), far)
 
-        rig.executor.notify = taken_over_meanwhile
+        rig.wing.timeline.notify = taken_over_meanwhile
         started = time.monotonic()
-        outcome = rig.executor.execute(request)
+        outcome = rig.wing.executor.execute(request)
         assert outcome.status == "duplicate", outcome.message
         assert "another gpubot took" in outcome.message
         assert time.monotonic() - started < 5  # not until the 10 s drain timeout

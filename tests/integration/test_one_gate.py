@@ -51,7 +51,9 @@ def test_the_rules_status_and_the_executor_judge_a_node_alike(fault: str | None)
         parse_snapshot({"kind": "List", "items": items}, "sim"), signals, settings, FIXTURE_NOW
     )
     node = facts.nodes[NODE]
-    enforced = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[]), settings.gpu_resource)
+    enforced = health_gate(
+        node, facts.pools, ExternalEvidence(new_gpu_errors=[]), settings.gpu_resource
+    )
     from_facts = [i.fact or i.reason for i in enforced.items if i.outcome == "fail"]
     # What the rules and the status command show is what the executor refuses an uncordon on.
     assert node.gate_failures == from_facts

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings, Thresholds
 from bot.gate.items import ExternalEvidence
@@ -44,7 +44,7 @@ class Bot:
     server: Any
     store: SqlStore
     service: Service
-    executor: Executor
+    wing: DecisionWing
     out: io.StringIO
     leader: list[bool]
     url: str
@@ -99,7 +99,7 @@ def _bot(sim_cluster: Any, tmp_path: Path, lang: Lang) -> Iterator[Bot]:
     def now() -> datetime:
         return datetime.now(UTC)
 
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         store,
         settings,
@@ -113,11 +113,11 @@ def _bot(sim_cluster: Any, tmp_path: Path, lang: Lang) -> Iterator[Bot]:
         store=store,
         cluster=cluster,
         chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        executor=executor,
+        wing=wing,
         clock=now,
         is_leader=lambda: leader[0],
     )
-    yield Bot(server, store, service, executor, out, leader, url)
+    yield Bot(server, store, service, wing, out, leader, url)
     store.close()
 
 
@@ -169,7 +169,7 @@ def test_a_vote_on_a_resolved_incidents_request_changes_nothing_and_says_when(bo
     assert not bot.cordoned("gpu-a2")
     assert bot.store.votes(cordon.id) == []
     # Straight to the executor (as the leader's duties call it): refused the same way.
-    assert bot.executor.execute(cordon.id).status == "withdrawn"
+    assert bot.wing.executor.execute(cordon.id).status == "withdrawn"
     assert not bot.cordoned("gpu-a2")
 
 
@@ -179,7 +179,7 @@ def test_a_vote_recorded_just_before_the_resolve_does_not_act_after_it(bot: Bot)
     early, alert = bot.xid79_seen_by_the_watch_first()
     cordon = bot.cordon_request(early)
     recorded = bot.service.approve(cordon.id, "alice")
-    assert recorded.status == "recorded"
+    assert recorded.status == "approved"
     assert bot.store.incident(early.id).state is IncidentState.APPROVED
 
     [right] = [i for i in bot.deliver(alert) if i.node == "gpu-a2"]
@@ -191,7 +191,7 @@ def test_a_vote_recorded_just_before_the_resolve_does_not_act_after_it(bot: Bot)
     execution = bot.store.execution(cordon.id)
     assert execution is not None and execution.outcome == "withdrawn"
     assert "superseded" in execution.detail and "gpu-fell-off-bus" in execution.detail
-    again = bot.executor.execute(cordon.id)
+    again = bot.wing.executor.execute(cordon.id)
     assert again.status == "withdrawn" and "no longer valid" in again.message
     assert not bot.cordoned("gpu-a2")
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.console import ConsoleChat
 from bot.config import ApprovalPolicy, Remediation, Settings
 from bot.gate.items import ExternalEvidence
@@ -42,7 +42,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     out = io.StringIO()
     clock = Clock()
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         store,
         settings,
@@ -56,7 +56,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
         store=store,
         cluster=cluster,
         chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        executor=executor,
+        wing=wing,
         clock=clock,
         is_leader=lambda: True,
         telemetry=Telemetry(),

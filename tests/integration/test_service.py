@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.chat.console import ConsoleChat
 from bot.config import (
     ActionPolicy,
@@ -102,7 +102,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     out = io.StringIO()
     leader = [True]
     clock = Clock()
-    executor = Executor(
+    wing = DecisionWing.build(
         cluster,
         store,
         settings,
@@ -116,7 +116,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
         store=store,
         cluster=cluster,
         chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        executor=executor,
+        wing=wing,
         clock=clock,
         is_leader=lambda: leader[0],
         telemetry=Telemetry(),
@@ -256,18 +256,18 @@ def test_a_replica_that_does_not_lead_records_and_the_leader_acts(bot: Bot) -> N
     [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
     bot.leader[0] = False
     outcome = bot.service.approve(drain.id, "alice")
-    assert outcome.status == "recorded"
+    assert outcome.status == "approved"
     assert bot.server.store.evictions == []
     assert bot.service.run_leader_duties() == []  # still not the leader
 
     bot.leader[0] = True
     [acted] = bot.service.run_leader_duties()
-    assert acted.status == "acted", acted.message
+    assert acted.status == "succeeded", acted.message
     assert ("ml", "train-llm-0-worker-1") in bot.server.store.evictions
     assert bot.service.run_leader_duties() == []  # once
     assert f"[incident {incident.id}] drained gpu-a2" in bot.said
-    assert bot.metric("gpubot_actions_total", action="drain", outcome="acted") == 1
-    assert bot.metric("gpubot_actions_total", action="drain", outcome="recorded") == 0
+    assert bot.metric("gpubot_actions_total", action="drain", outcome="succeeded") == 1
+    assert bot.metric("gpubot_actions_total", action="drain", outcome="approved") == 0
     assert bot.metric("gpubot_diagnoses_posted_total") >= 1
 
 
@@ -275,13 +275,15 @@ def test_an_ad_hoc_request_run_by_the_leader_says_how_it_ended(bot: Bot) -> None
     """Finding 11: a request no incident holds (`/gpubot cordon gpu-a3`, approved with
     `gpubot approve` on another process) ended in the executions table and nowhere a person
     reads. The leader that runs it now says how it ended, for that request."""
-    facts = bot.service.executor.read_facts("gpu-a3")
-    request = bot.service.executor.request(Action.CORDON, facts.nodes["gpu-a3"], None, "carol")
+    facts = bot.service.wing.facts.of_node("gpu-a3")
+    request = bot.service.wing.proposals.request(
+        Action.CORDON, facts.nodes["gpu-a3"], None, "carol"
+    )
     bot.leader[0] = False
-    assert bot.service.approve(request.id, "alice").status == "recorded"
+    assert bot.service.approve(request.id, "alice").status == "approved"
     bot.leader[0] = True
     [acted] = bot.service.run_leader_duties()
-    assert acted.status == "acted", acted.message
+    assert acted.status == "succeeded", acted.message
     assert bot.server.store.get(BY_KIND["Node"], "", "gpu-a3")["spec"]["unschedulable"] is True
     assert f"[request {request.id}] {acted.message}" in bot.said
     assert "cordoned gpu-a3" in acted.message
@@ -305,7 +307,7 @@ def test_the_leaders_scheduler_runs_approvals_recorded_elsewhere(bot: Bot) -> No
     [incident] = [i for i in bot.service.process(signals) if i.node == "gpu-a2"]
     [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
     bot.leader[0] = False
-    assert bot.service.approve(drain.id, "alice").status == "recorded"
+    assert bot.service.approve(drain.id, "alice").status == "approved"
     bot.leader[0] = True
     settings = ScheduleSettings(leader_duties_s=0.2, expiry_s=60, sweep_s=60)
     scheduler = Scheduler(bot.service, bot.store.engine, settings)
@@ -494,11 +496,11 @@ def test_a_long_drain_does_not_hold_up_the_next_approved_action(bot: Bot) -> Non
     ]
     [drain] = [r for r in bot.store.requests(incident.id) if r.action is Action.DRAIN]
     faults.inject(bot.server.store, "pdb-block", "gpu-a2", datetime.now(UTC))
-    four = bot.service.executor.read_facts("gpu-a4").nodes["gpu-a4"]
-    cordon = bot.service.executor.request(Action.CORDON, four, None, "carol")
+    four = bot.service.wing.facts.of_node("gpu-a4").nodes["gpu-a4"]
+    cordon = bot.service.wing.proposals.request(Action.CORDON, four, None, "carol")
     bot.leader[0] = False
-    assert bot.service.approve(drain.id, "alice").status == "recorded"
-    assert bot.service.approve(cordon.id, "bob").status == "recorded"
+    assert bot.service.approve(drain.id, "alice").status == "approved"
+    assert bot.service.approve(cordon.id, "bob").status == "approved"
     bot.leader[0] = True
 
     def finished(request_id: str) -> bool:

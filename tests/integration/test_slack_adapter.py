@@ -33,9 +33,8 @@ from hypothesis import strategies as st
 from slack_bolt import BoltRequest
 from starlette.applications import Starlette
 
-from bot.acting.executor import Executor
+from bot.acting.wing import DecisionWing
 from bot.approval.policy import approvals_needed, new_request
-from bot.approval.voting import Outcome
 from bot.chat.blocks import APPROVE_ACTION, DENY_ACTION, SNOOZE_ACTION, TIMELINE_ACTION
 from bot.chat.slack import (
     OutboxDelivery,
@@ -65,6 +64,7 @@ from bot.model import (
     Diagnosis,
     Incident,
     Lang,
+    Outcome,
     TimelineEntry,
 )
 from bot.pipeline.service import Service
@@ -143,7 +143,8 @@ class Gate:
     def __init__(self, service: Service) -> None:
         self.service = service
         self.store = service.store
-        self.executor = service.executor
+        self.proposals = service.proposals
+        self.facts = service.facts
         self.hold: threading.Event | None = None
         self.needed: int | None = None
 
@@ -257,7 +258,7 @@ def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         def now() -> datetime:
             return datetime.now(UTC)
 
-        executor = Executor(
+        wing = DecisionWing.build(
             cluster,
             store,
             settings,
@@ -272,10 +273,10 @@ def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
             store=store,
             cluster=cluster,
             chat=chat,
-            executor=executor,
+            wing=wing,
             clock=now,
         )
-        executor.notify = service.on_timeline  # as bot/roots/serve.py wires it
+        wing.timeline.notify = service.on_timeline  # as bot/roots/serve.py wires it
         gate = Gate(service)
         interactions = SlackInteractions(gate, chat, slack, client=client, lang=settings.lang)
         app = Starlette(routes=build_slack_routes(interactions))
@@ -423,8 +424,8 @@ def test_bad_requests_get_401_or_400_and_change_nothing(rig: Rig) -> None:
     assert post(interaction_body(unknown)) == 400
     # tampered button values: no such request; a shape no id has; another request's id
     # that is not on this message
-    other = rig.service.executor.request(
-        Action.CORDON, rig.service.executor.read_facts("gpu-a4").nodes["gpu-a4"], None, CAROL
+    other = rig.service.wing.proposals.request(
+        Action.CORDON, rig.service.wing.facts.of_node("gpu-a4").nodes["gpu-a4"], None, CAROL
     )
     for value in ("adhoc-drain-00000000", "../../etc/passwd", other.id):
         tampered = rig.double.block_actions(CHANNEL, message["ts"], ALICE, APPROVE_ACTION, value)
@@ -873,7 +874,7 @@ def test_an_approval_run_later_by_the_leader_on_a_changed_node_gets_new_buttons(
     rig.settle()
     [proposal] = rig.double.messages(CHANNEL)
     [first] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
-    assert rig.service.executor.approve(first, BOB, execute=False).status == "recorded"
+    assert rig.service.wing.approve(first, BOB, execute=False).status == "approved"
     rig.cluster.patch_node("gpu-a3", {"spec": {"unschedulable": True}})
     [outcome] = rig.service.run_leader_duties()
     assert outcome.status == "changed", outcome.message
@@ -1219,7 +1220,7 @@ def test_the_outgoing_parts_wire_together_and_socket_mode_keeps_http_shut(
             store=store,
             cluster=sim_cluster[1],
             chat=parts.chat,
-            executor=Executor(
+            wing=DecisionWing.build(
                 sim_cluster[1], store, Settings(), executor_id="x", clock=lambda: NOW
             ),
             clock=lambda: NOW,

@@ -213,7 +213,7 @@ def test_a_healthy_cordoned_node_passes_with_every_gpu_listed(sim: Sim) -> None:
     # And the gate reads it as its smoke-test item.
     facts = sim.facts()
     gate = health_gate(
-        facts.nodes[NODE], facts, ExternalEvidence(new_gpu_errors=[], smoke_test=result)
+        facts.nodes[NODE], facts.pools, ExternalEvidence(new_gpu_errors=[], smoke_test=result)
     )
     assert gate.passed, gate.failing
     smoke = next(i for i in gate.items if i.name == "gpu-smoke-test")
@@ -237,7 +237,7 @@ def test_a_gpu_fallen_off_the_bus_fails_naming_it(sim: Sim, run: Run) -> None:
 
     facts = sim.facts()
     gate = health_gate(
-        facts.nodes[NODE], facts, ExternalEvidence(new_gpu_errors=[], smoke_test=result)
+        facts.nodes[NODE], facts.pools, ExternalEvidence(new_gpu_errors=[], smoke_test=result)
     )
     failing = {i.name: i.reason for i in gate.failing}
     assert failing["gpu-smoke-test"] == result.reason
@@ -363,23 +363,23 @@ def test_the_gate_compares_the_listing_with_the_nodes_own_gpu_count(
     facts = facts_of(edited())
     node = facts.nodes["gpu-a1"]
     required = health_gate(
-        node, facts, ExternalEvidence(new_gpu_errors=[], require_smoke_test=True)
+        node, facts.pools, ExternalEvidence(new_gpu_errors=[], require_smoke_test=True)
     )
     assert {i.name: (i.outcome, i.reason) for i in required.failing} == {
         "gpu-smoke-test": ("unknown", "not run")
     }
-    assert health_gate(node, facts, CLEAN).passed  # optional and not run: not in the way
+    assert health_gate(node, facts.pools, CLEAN).passed  # optional and not run: not in the way
 
     # Told to look for 4 GPUs, it passed; the node should have 8.
     short = SmokeTest("gpu-a1", "p", 4, "pass", "nvidia-smi -L listed all 4 GPUs", (0, 1, 2, 3))
-    gate = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[], smoke_test=short))
+    gate = health_gate(node, facts.pools, ExternalEvidence(new_gpu_errors=[], smoke_test=short))
     assert {i.name: i.reason for i in gate.failing} == {
         "gpu-smoke-test": "nvidia-smi -L listed 4 of the node's 8 GPUs, missing GPU 4, 5, 6, 7"
     }
 
     # A test that ran and could not decide keeps the gate shut, required or not.
     unknown = SmokeTest("gpu-a1", "p", 8, "unknown", "smoke-test pod not created: forbidden")
-    gate = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[], smoke_test=unknown))
+    gate = health_gate(node, facts.pools, ExternalEvidence(new_gpu_errors=[], smoke_test=unknown))
     assert [i.name for i in gate.failing] == ["gpu-smoke-test"]
 
 

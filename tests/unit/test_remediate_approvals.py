@@ -42,7 +42,7 @@ def node(edited: Callable[..., Snapshot], facts_of: Callable[..., ClusterFacts])
 def test_someone_the_policy_does_not_name_is_refused_with_who_is_needed(node: Any) -> None:
     request = new_request("r1", Action.CORDON, node, "alice", NOW, POLICY)
     decision = decide(request, "mallory", NOW, POLICY, groups_of)
-    assert decision.outcome == "refused"
+    assert decision.outcome == "not-allowed"
     assert decision.reason == "you are not allowed to approve cordon on gpu-a1 (needs: @gpu-oncall)"
 
 
@@ -76,7 +76,7 @@ def test_a_group_member_approves_a_cordon(node: Any) -> None:
 
 def test_the_requester_cannot_approve_their_own_unless_allowed(node: Any) -> None:
     request = new_request("r1", Action.CORDON, node, "alice", NOW, POLICY)
-    assert decide(request, "alice", NOW, POLICY, groups_of).outcome == "refused"
+    assert decide(request, "alice", NOW, POLICY, groups_of).outcome == "not-allowed"
     lenient = POLICY.model_copy(
         update={"cordon": ActionPolicy(groups=["gpu-oncall"], allow_self=True)}
     )
@@ -87,7 +87,7 @@ def test_an_expired_request_is_refused(node: Any) -> None:
     request = new_request("r1", Action.CORDON, node, "carol", NOW, POLICY)
     later = NOW + timedelta(seconds=POLICY.expiry_s)
     decision = decide(request, "bob", later, POLICY, groups_of)
-    assert decision.outcome == "refused" and "expired" in decision.reason
+    assert decision.outcome == "expired" and "expired" in decision.reason
 
 
 def test_drain_needs_two_different_approvers(node: Any) -> None:
@@ -96,7 +96,7 @@ def test_drain_needs_two_different_approvers(node: Any) -> None:
     assert first.outcome == "need-another"
     votes = [Vote(request_id="r1", approver="alice", at=NOW)]
     again = decide(request, "alice", NOW, POLICY, groups_of, votes)
-    assert again.outcome == "refused" and "different second approver" in again.reason
+    assert again.outcome == "not-allowed" and "different second approver" in again.reason
     second = decide(request, "bob", NOW, POLICY, groups_of, votes)
     assert second.outcome == "approved" and second.approvers == ["alice", "bob"]
 
@@ -104,7 +104,7 @@ def test_drain_needs_two_different_approvers(node: Any) -> None:
 def test_force_has_its_own_approvers(node: Any) -> None:
     request = new_request("r1", Action.DRAIN, node, "carol", NOW, POLICY, force=True)
     decision = decide(request, "alice", NOW, POLICY, groups_of)
-    assert decision.outcome == "refused"
+    assert decision.outcome == "not-allowed"
     assert (
         decision.reason
         == "you are not allowed to approve drain --force on gpu-a1 (needs: dave, erin)"
@@ -152,7 +152,7 @@ def test_how_many_approvals_a_request_needs_is_what_its_rule_says_and_decide_ask
 def test_nobody_may_approve_what_nobody_is_configured_for(node: Any) -> None:
     request = new_request("r1", Action.CORDON, node, "alice", NOW, ApprovalPolicy())
     decision = decide(request, "bob", NOW, ApprovalPolicy(), groups_of)
-    assert decision.outcome == "refused" and "nobody is configured" in decision.reason
+    assert decision.outcome == "not-allowed" and "nobody is configured" in decision.reason
 
 
 def test_the_fingerprint_changes_with_what_matters_and_not_with_time(

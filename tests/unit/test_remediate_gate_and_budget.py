@@ -135,9 +135,9 @@ def test_a_healthy_node_passes_the_gate_once_errors_were_looked_for(
     edited: Edited, facts_of: Facts
 ) -> None:
     facts = facts_of(edited())
-    gate = health_gate(facts.nodes["gpu-a1"], facts, CLEAN)
+    gate = health_gate(facts.nodes["gpu-a1"], facts.pools, CLEAN)
     assert gate.passed, gate.failing
-    unknown = health_gate(facts.nodes["gpu-a1"], facts, ExternalEvidence())
+    unknown = health_gate(facts.nodes["gpu-a1"], facts.pools, ExternalEvidence())
     assert not unknown.passed  # nobody looked at Prometheus: the gate stays shut
     assert [i.name for i in unknown.failing] == ["no-new-gpu-errors"]
 
@@ -186,7 +186,7 @@ def test_each_gate_item_fails_on_its_fact(
     edited: Edited, facts_of: Facts, edit: dict[str, Any], item: str, reason: str
 ) -> None:
     facts = facts_of(edited(edit))
-    gate = health_gate(facts.nodes["gpu-a1"], facts, CLEAN)
+    gate = health_gate(facts.nodes["gpu-a1"], facts.pools, CLEAN)
     failing = {i.name: i.reason for i in gate.failing}
     assert not gate.passed and reason in failing[item]
 
@@ -196,12 +196,14 @@ def test_new_gpu_errors_and_required_diagnostics_close_the_gate(
 ) -> None:
     facts = facts_of(edited())
     node = facts.nodes["gpu-a1"]
-    errors = health_gate(node, facts, ExternalEvidence(new_gpu_errors=["Xid 48 on GPU 2"]))
+    errors = health_gate(node, facts.pools, ExternalEvidence(new_gpu_errors=["Xid 48 on GPU 2"]))
     assert {i.name: i.reason for i in errors.failing} == {"no-new-gpu-errors": "Xid 48 on GPU 2"}
-    diag = health_gate(node, facts, ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True))
+    diag = health_gate(
+        node, facts.pools, ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True)
+    )
     assert [i.name for i in diag.failing] == ["dcgm-diag"]
     done = ExternalEvidence(new_gpu_errors=[], require_dcgm_diag=True, dcgm_diag_passed=True)
-    assert health_gate(node, facts, done).passed
+    assert health_gate(node, facts.pools, done).passed
 
 
 def test_gate_items_read_in_the_readers_language_and_the_facts_stay_english(
@@ -217,7 +219,7 @@ def test_gate_items_read_in_the_readers_language_and_the_facts_stay_english(
         )
     )
     node = facts.nodes["gpu-a1"]
-    gate = health_gate(node, facts, ExternalEvidence())
+    gate = health_gate(node, facts.pools, ExternalEvidence())
     assert failing_text(gate.failing, Lang.EN) == (
         "gpus-allocatable: 7 of 8 GPUs allocatable; "
         "no-new-gpu-errors: no Prometheus evidence for the window"
@@ -230,6 +232,4 @@ def test_gate_items_read_in_the_readers_language_and_the_facts_stay_english(
         stored = item_reason(Lang.ZH, data["key"], data["values"], item.reason)
         assert stored == item.text(Lang.ZH) and re.search(r"[\u4e00-\u9fff]", stored), item
     # What the rules read does not change with the language.
-    assert gate_failures(node, facts.pools.get(node.pool or ""), "nvidia.com/gpu") == [
-        "nvidia.com/gpu allocatable 7/8"
-    ]
+    assert gate_failures(node, facts.pools, "nvidia.com/gpu") == ["nvidia.com/gpu allocatable 7/8"]

@@ -109,8 +109,12 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
         "payload came from, for its errors",
         {"GPU {}: Xid {}", "GPU {}: {} ECC double-bit errors", "simulated Alertmanager"},
     ),
-    "bot/approval/voting.py": ("a command line", {"kubectl drain {}{}"}),
-    "bot/acting/executor.py": ("a node annotation", {"{} approved in gpubot"}),
+    "bot/incidents/timeline.py": ("a command line", {"kubectl drain {}{}"}),
+    "bot/acting/performing.py": ("a node annotation", {"{} approved in gpubot"}),
+    "bot/acting/executions.py": (
+        "an exception's text",
+        {"execution of {}: cannot go from {} to {} (from {} it may go to: {})", "no row"},
+    ),
     "bot/acting/draining.py": (
         "kubectl drain's own words, kept as kubectl says them (docs/architecture.md, known gaps)",
         {

@@ -16,7 +16,7 @@ on the incident ends it.
 
 What it must never do: decide who may approve, count how many must, or act. The engine
 (`Engine.approve` / `Engine.deny`) does all three; even the "1 of 2" after a first vote
-takes its 2 from the engine's answer (`Decided.approvals_needed`, the request's policy).
+takes its 2 from the engine's answer (`Outcome.approvals_needed`, the request's policy).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _approve(h: Handling, click: Click, respond: Respond) -> None:
             needed = outcome.approvals_needed or len(voters) + 1
             h.chat.post_thread_mrkdwn(incident, _approvals_so_far(voters, needed, h.lang))
         ephemeral(respond, say(h.lang, "slack.recorded", message=for_slack(outcome.message)))
-    elif status in ("acted", "recorded", "dry-run", "failed"):
+    elif status in ("succeeded", "approved", "dry-run", "failed"):
         approvers = [v.approver for v in store.votes(request.id)]
         text = decision_text(request, "approved", approvers, now, h.lang)
         h.chat.update_decision(incident, request, text)

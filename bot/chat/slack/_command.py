@@ -5,7 +5,7 @@ Why it exists: people on call ask the bot from the channel they are in, and some
 action nothing diagnosed. Every answer is ephemeral (for the one who typed); a proposal is a
 message in the channel with the request's buttons, approved like any other.
 
-What it must never do: act, or approve. A proposal only creates a request (the executor's
+What it must never do: act, or approve. A proposal only creates a request (the proposals'
 `request`, with the policy's expiry) and posts it; someone the approval policy names must
 click approve (not the proposer, unless the policy allows).
 """
@@ -58,7 +58,7 @@ def _status(h: Handling, node: str | None) -> str:
             f"{n} {state_name(state, h.lang)}" for state, n in sorted(states.items())
         )
         return say(h.lang, "slack.open_count", n=len(open_), counts=counts)
-    cluster = h.engine.executor.read_facts(node)
+    cluster = h.engine.facts.of_node(node)
     facts = cluster.nodes.get(node)
     if facts is None or not facts.known:
         return say(h.lang, "slack.no_node", node=code(node))
@@ -79,7 +79,7 @@ def _status(h: Handling, node: str | None) -> str:
             pods=facts.remaining_pods,
         )
     ]
-    failing = failing_facts_text(facts, cluster.pools.get(facts.pool or ""), h.lang)
+    failing = failing_facts_text(facts, cluster.pools, h.lang)
     if failing:
         lines.append(say(h.lang, "slack.gate", failing=escape(failing)))
     for incident in store.incidents(node=node, states=OPEN_STATES):
@@ -134,13 +134,13 @@ def _timeline(h: Handling, arg: str, respond: Respond) -> None:
 
 
 def _propose(h: Handling, action: Action, node: str, user: str, respond: Respond) -> None:
-    facts = h.engine.executor.read_facts(node).nodes.get(node)
+    facts = h.engine.facts.of_node(node).nodes.get(node)
     if facts is None or not facts.known:
         ephemeral(respond, say(h.lang, "slack.no_node", node=code(node)))
         return
     open_ = h.engine.store.incidents(node=node, states=OPEN_STATES)
     incident = open_[-1] if open_ else None
-    request = h.engine.executor.request(action, facts, incident.id if incident else None, user)
+    request = h.engine.proposals.request(action, facts, incident.id if incident else None, user)
     h.chat.post_proposal(request, incident)
     ephemeral(
         respond,

@@ -1,5 +1,6 @@
-"""What the Slack adapter needs from the engine: the answer to a click (`Decided`), a new
-request for `/gpubot cordon|drain|uncordon` (`Requests`), and the decisions (`Engine`).
+"""What the Slack adapter needs from the engine: a new request for `/gpubot
+cordon|drain|uncordon` (`Requests`), a node's facts for `/gpubot status` (`Facts`), and the
+decisions (`Engine`).
 
 Why it exists: the adapter must never decide who may approve, or act
 (docs/architecture.md, invariant 1).
@@ -16,43 +17,34 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.model import Action, ActionRequest, ClusterFacts, NodeFacts
+from bot.model import Action, ActionRequest, ClusterFacts, NodeFacts, Outcome
 from bot.ports import Store
 
 
-class Decided(Protocol):
-    """An engine's answer to a click (`bot.approval.voting.Outcome`)."""
-
-    @property
-    def request_id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def new_request(self) -> ActionRequest | None: ...
-    @property
-    def approvals_needed(self) -> int | None:
-        """With `need-another`: how many people the policy asks (`approvals_needed`)."""
-        ...
-
-
 class Requests(Protocol):
-    """What a slash command needs of the executor: facts of a node, and a new request."""
+    """What a slash command needs to propose: a new request
+    (`bot.approval.proposing.Proposals`)."""
 
     def request(
         self, action: Action, node: NodeFacts, incident: str | None, requested_by: str
     ) -> ActionRequest: ...
 
-    def read_facts(self, node: str) -> ClusterFacts: ...
+
+class Facts(Protocol):
+    """A node's facts read afresh (`bot.facts.fresh.FreshFacts`)."""
+
+    def of_node(self, node: str) -> ClusterFacts: ...
 
 
 class Engine(Protocol):
-    """What decides (`bot.pipeline.service.Service` as it is)."""
+    """What decides (`bot.pipeline.service.Service` as it is). Its answer to a vote is an
+    `Outcome`, in the one vocabulary of what happened to a request (`RequestStatus`)."""
 
     @property
     def store(self) -> Store: ...
     @property
-    def executor(self) -> Requests: ...
-    def approve(self, request_id: str, approver: str) -> Decided: ...
-    def deny(self, request_id: str, who: str, reason: str = "") -> Decided: ...
+    def proposals(self) -> Requests: ...
+    @property
+    def facts(self) -> Facts: ...
+    def approve(self, request_id: str, approver: str) -> Outcome: ...
+    def deny(self, request_id: str, who: str, reason: str = "") -> Outcome: ...
