@@ -69,8 +69,9 @@ from gpusim.printing import table, wants_table
 from gpusim.resources import BY_KIND, BY_PLURAL, RESOURCES, ApiError, ResourceType
 from gpusim.reviews import access_review, rules_review, self_subject_review
 from gpusim.serving import LoopbackServer
-from gpusim.state import ClusterState, WatchEvent
+from gpusim.state import ClusterState
 from gpusim.usage import node_metrics, pod_metrics
+from gpusim.watch_history import WatchEvent
 
 KUBERNETES_VERSION = {
     "major": "1",
