@@ -12,7 +12,7 @@ and every test uses.
 
 It must never act as a controller (nothing here schedules, starts or replaces a pod: that is
 `gpusim.controllers`) and never hold what no Kubernetes object records (GPU health, DCGM
-counters: `gpusim.hardware`); it only stores, versions, selects and answers.
+counters: `gpusim.hardware`); it only applies the API's rules and answers.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ class ClusterState:
     """One simulated cluster as its API shows it: the registry's rules over the stored objects.
     It owns the storage (`ObjectStore`), the budgets' memory (`Disruptions`) and the records
     tests count (`evictions`, `direct_deletes`); it must never hold an object outside the
-    storage, nor write one but through its own create, replace, patch, delete and evict."""
+    storage, nor write one but through its own load, create, replace, patch, delete and
+    evict."""
 
     def __init__(self, history: int = HISTORY) -> None:
         self._store = ObjectStore(history)
