@@ -49,10 +49,13 @@ KUBELET_CONDITIONS = {
 """The node conditions a healthy kubelet posts, in its order: type -> (status, reason, message)."""
 
 
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters apiserver's names.SimpleNameGenerator draws from: no vowels, so no words."""
+
+
 def digest(*parts: str, length: int = 5) -> str:
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"
     raw = hashlib.sha256("/".join(parts).encode()).digest()
-    return "".join(alphabet[b % len(alphabet)] for b in raw[:length])
+    return "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in raw[:length])
 
 
 def uid(*parts: str) -> str:

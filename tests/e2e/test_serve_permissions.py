@@ -37,7 +37,8 @@ from bot.model import Action, IncidentState
 from bot.names import MAINTENANCE_TAINT
 from bot.store.sql import SqlStore
 from gpusim import faults
-from gpusim.apiserver import AuditEvent, SimulatedApiServer
+from gpusim.apiserver import SimulatedApiServer
+from gpusim.auditing import AuditEvent
 from gpusim.launching import Simulation, load_manifests, start_simulator
 from gpusim.resources import BY_KIND
 from tests.helpers.paths import REPO
