@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from string import Formatter
@@ -13,7 +15,7 @@ import pytest
 
 from bot.incidents.lifecycle import supersession, withdrawal, withdrawal_text
 from bot.model import IncidentState, Lang, Stage, TimelineKind
-from bot.texts import KINDS, STAGES, STATES, TEXTS, say
+from bot.texts import KINDS, PARTS, STAGES, STATES, TEXTS, say
 
 
 def _blanks(template: str) -> set[str]:
@@ -47,6 +49,29 @@ def test_every_stage_state_and_timeline_kind_has_a_name_in_both_languages() -> N
         for code in codes:
             assert set(names[code]) == set(Lang), code  # type: ignore[index]
             assert re.search(r"[\u4e00-\u9fff]", names[code][Lang.ZH]), code  # type: ignore[index]
+
+
+def _keys_written(part: str) -> list[str]:
+    """The keys of a part's `TEXTS` as its source writes them, repeats included: a dict
+    literal keeps the last of two equal keys without a word."""
+    tree = ast.parse(Path(str(sys.modules[part].__file__)).read_text())
+    for node in tree.body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "TEXTS"
+            and isinstance(node.value, ast.Dict)
+        ):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise AssertionError(f"{part} writes no TEXTS dict")
+
+
+def test_every_key_is_written_once_in_one_part_of_the_catalogue() -> None:
+    """Two parts (or one part twice) holding a key would say one of the sentences never."""
+    written = [key for part in PARTS for key in _keys_written(part)]
+    assert sorted(k for k, n in Counter(written).items() if n > 1) == []
+    assert set(written) == set(TEXTS)
+    assert sum(len(texts) for texts in PARTS.values()) == len(TEXTS)
 
 
 def test_say_fills_the_sentence_in_the_language_asked() -> None:
