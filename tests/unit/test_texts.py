@@ -90,10 +90,11 @@ SPEAKING = [
     "bot/incidents",
     "bot/roots/serve.py",
     "bot/roots/demo.py",
+    "bot/diagnose.py",
 ]
 """The modules that put words before a person in the language of the settings or `--lang`
-(chat, timeline, answers to votes, the demo). The CLI's own help and the developer commands
-(rules, sim, drill) take no language."""
+(chat, timeline, answers to votes, the demo, a diagnosis). The
+CLI's own help and the developer commands (rules, sim, drill) take no language."""
 
 NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
     "bot/chat/console.py": ("a rich style", {"bold red"}),
