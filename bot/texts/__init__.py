@@ -26,6 +26,7 @@ from bot.texts import (
     diagnosis_texts,
     gate_texts,
     incident_texts,
+    shared_texts,
 )
 
 PARTS: dict[str, dict[str, dict[Lang, str]]] = {
@@ -37,6 +38,7 @@ PARTS: dict[str, dict[str, dict[Lang, str]]] = {
         gate_texts,
         incident_texts,
         cli_texts,
+        shared_texts,
     )
 }
 """Each part's module name -> its keys; every key in exactly one part."""

@@ -68,7 +68,6 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "slack.unknown": {EN: "Unknown subcommand {sub}.\n", ZH: "未知子命令 {sub}。\n"},
     "slack.failed": {EN: "Could not do that: {error}", ZH: "无法执行：{error}"},
     "slack.no_incidents": {EN: "No open incidents.", ZH: "没有未解决的事件。"},
-    "slack.list_separator": {EN: ", ", ZH: "，"},
     "slack.open_count": {
         EN: "{n} open incident(s): {counts}",
         ZH: "{n} 个未解决的事件：{counts}",

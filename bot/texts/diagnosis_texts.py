@@ -1,6 +1,6 @@
 """The catalogue's part for diagnoses: the names of the runbook's lifecycle stages, the answers
 to the four questions, and the lines a diagnosis adds to its rule's evidence (other alerts
-firing).
+firing, a GPU node's Prometheus evidence).
 
 Why a part of its own: a diagnosis is what the on-call reads first, and the words it is made
 of are said by the diagnosis itself, not by the chat that shows it. What it must never do:
@@ -119,5 +119,61 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "diagnosis.also_more": {
         EN: "also firing: {n} more alert(s) no rule reads",
         ZH: "同时告警：另有 {n} 条规则不读的告警",
+    },
+    # -- a GPU node's Prometheus evidence as lines of its diagnosis (`bot.facts.metric_lines`)
+    "metrics.span.seconds": {EN: "{seconds} s", ZH: "{seconds} 秒"},
+    "metrics.span.minutes": {EN: "{minutes} min", ZH: "{minutes} 分钟"},
+    "metrics.span.hours": {EN: "{hours} h", ZH: "{hours} 小时"},
+    "metrics.unavailable": {EN: "evidence unavailable: {reason}", ZH: "证据不可用：{reason}"},
+    "metrics.exporter_down": {
+        EN: "dcgm-exporter on {node} is down (up = 0)",
+        ZH: "{node} 上的 dcgm-exporter 已停止（up = 0）",
+    },
+    "metrics.no_series": {
+        EN: "no dcgm-exporter metrics for {node} ({label}) in the last {span}",
+        ZH: "最近 {span}内没有 {node} 的 dcgm-exporter 指标（标签 {label}）",
+    },
+    "metrics.wrong_label": {
+        EN: 'dcgm-exporter on {node} is up, but no series has {label}="{node}": is the node '
+        "label right?",
+        ZH: '{node} 上的 dcgm-exporter 在运行，但没有带 {label}="{node}" 的序列：'
+        "节点标签配置对吗？",
+    },
+    "metrics.summary": {
+        EN: "{node}: {reporting} GPU(s) reporting, hottest {temp}, {power} in total",
+        ZH: "{node}：{reporting} 块 GPU 在上报，最高温度 {temp}，总功耗 {power}",
+    },
+    "metrics.stopped": {
+        EN: "GPU {gpu}: stopped reporting at {at} (a GPU that fell off the bus does)",
+        ZH: "GPU {gpu}：{at} 起不再上报指标（GPU 掉卡时就是这样）",
+    },
+    "metrics.xid_at": {EN: "GPU {gpu}: Xid {code} at {at}", ZH: "GPU {gpu}：{at} 出现 Xid {code}"},
+    "metrics.xid_before": {
+        EN: "GPU {gpu}: Xid {code} (already set at {at})",
+        ZH: "GPU {gpu}：Xid {code}（{at} 时已存在）",
+    },
+    "metrics.xid": {EN: "GPU {gpu}: Xid {code}", ZH: "GPU {gpu}：Xid {code}"},
+    "metrics.xid_count": {EN: ", {count}× counted", ZH: "，计数 {count} 次"},
+    "metrics.ecc": {
+        EN: "GPU {gpu}: ECC {kind} +{increase} in {span} (total {total})",
+        ZH: "GPU {gpu}：ECC {kind} 在 {span}内 +{increase}（累计 {total}）",
+    },
+    "metrics.remap_failure": {EN: "GPU {gpu}: row remapping failed", ZH: "GPU {gpu}：行重映射失败"},
+    "metrics.remapped": {
+        EN: "GPU {gpu}: {rows} row(s) remapped for uncorrectable errors",
+        ZH: "GPU {gpu}：因不可纠正错误已重映射 {rows} 行",
+    },
+    "metrics.nvlink": {
+        EN: "GPU {gpu}: NVLink errors +{total} in {span} ({parts})",
+        ZH: "GPU {gpu}：NVLink 错误在 {span}内 +{total}（{parts}）",
+    },
+    "metrics.hot": {EN: "GPU {gpu}: temperature up to {temp}", ZH: "GPU {gpu}：温度最高 {temp}"},
+    "metrics.clean": {
+        EN: "no Xid, ECC, row-remap or NVLink errors in the last {span}",
+        ZH: "最近 {span}内没有 Xid、ECC、行重映射或 NVLink 错误",
+    },
+    "metrics.not_exported": {
+        EN: "not exported by dcgm-exporter: {groups} (enable them in its counters CSV)",
+        ZH: "dcgm-exporter 未导出：{groups}（需在其 counters CSV 中开启）",
     },
 }
