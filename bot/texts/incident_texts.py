@@ -175,4 +175,32 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "summary.once": {EN: "once", ZH: "1 次"},
     "summary.times": {EN: "{n} times", ZH: "{n} 次"},
     "summary.ended": {EN: "{state}: {reason}", ZH: "{state}：{reason}"},
+    # -- notices about alerts no incident can hold (`bot.pipeline.notices`)
+    "notice.firing": {EN: "firing", ZH: "触发中"},
+    "notice.resolved": {EN: "resolved", ZH: "已恢复"},
+    "notice.nodeless": {
+        EN: "alert {name} ({status}) names no node: node unknown, so no incident is opened for "
+        "it. Its labels: {labels}",
+        ZH: "告警 {name}（{status}）未指明节点：节点未知，不会为它创建事件。它的标签：{labels}",
+    },
+    "notice.nodeless_many": {
+        EN: "{count} alerts of Alertmanager group {group} name no node ({firing} firing, "
+        "{resolved} resolved): node unknown, so no incident is opened for them. By name: "
+        "{counted}. Labels of the first, {first}: {labels}",
+        ZH: "Alertmanager 分组 {group} 中有 {count} 条告警未指明节点（{firing} 条触发中，"
+        "{resolved} 条已恢复）：节点未知，不会为它们创建事件。按名称：{counted}。第一条 "
+        "{first} 的标签：{labels}",
+    },
+    "notice.more_name": {EN: ", and {more} more name", ZH: "，另有 {more} 个告警名"},
+    "notice.more_names": {EN: ", and {more} more names", ZH: "，另有 {more} 个告警名"},
+    "notice.truncated": {
+        EN: "Alertmanager truncated {count} alert(s) of group {group}: raise max_alerts or look "
+        "in Alertmanager",
+        ZH: "Alertmanager 截断了分组 {group} 的 {count} 条告警：请调大 max_alerts，或到 "
+        "Alertmanager 中查看",
+    },
+    # -- a message revised when what blocks the drain changes (`bot.pipeline.told`)
+    "told.updated": {EN: "updated: ", ZH: "已更新："},
+    "told.gone": {EN: "no longer in the drain's way: {items}", ZH: "不再阻塞排空：{items}"},
+    "told.new": {EN: "now in the drain's way: {items}", ZH: "新增阻塞排空：{items}"},
 }

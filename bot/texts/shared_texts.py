@@ -15,7 +15,8 @@ EN, ZH = Lang.EN, Lang.ZH
 
 TEXTS: dict[str, dict[Lang, str]] = {
     # -- between the items of a list: clauses or counts (a Chinese comma), names of one kind
-    # (the enumeration comma)
+    # (the enumeration comma), items that hold commas themselves (a semicolon)
     "list.comma": {EN: ", ", ZH: "，"},
     "list.enumeration": {EN: ", ", ZH: "、"},
+    "list.semicolon": {EN: "; ", ZH: "；"},
 }
