@@ -18,7 +18,7 @@ import re
 from string import Formatter
 from typing import get_args
 
-from bot.model import IncidentState, Lang, Stage, TimelineKind
+from bot.model import IncidentState, Lang, Severity, Stage, TimelineKind
 from bot.texts import (
     chat_texts,
     cli_texts,
@@ -51,6 +51,11 @@ TEXTS: dict[str, dict[Lang, str]] = {
 STAGES: dict[Stage, dict[Lang, str]] = {stage: TEXTS[f"stage.{stage}"] for stage in Stage}
 """The runbook's lifecycle stages as a person reads them (the value is the code)."""
 
+SEVERITIES: dict[Severity, dict[Lang, str]] = {
+    severity: TEXTS[f"severity.{severity}"] for severity in Severity
+}
+"""A diagnosis' severity as its message's header says it (the value is the code)."""
+
 STATES: dict[IncidentState, dict[Lang, str]] = {
     state: TEXTS[f"state.{state}"] for state in IncidentState
 }
@@ -78,6 +83,10 @@ def said_in_english(key: str, text: str) -> dict[str, str] | None:
 
 def stage_name(stage: Stage, lang: Lang) -> str:
     return STAGES[stage][lang]
+
+
+def severity_name(severity: Severity, lang: Lang) -> str:
+    return SEVERITIES[severity][lang]
 
 
 def state_name(state: str, lang: Lang) -> str:

@@ -1,5 +1,6 @@
-"""The catalogue's part for the chat's own words: the console's prompt and request lines, the
-Slack slash command's answers, and the timeline table's headers.
+"""The catalogue's part for the chat's own words: a diagnosis message's labels and buttons, the
+confirm dialogs, the console's prompt and request lines, the Slack slash command's answers,
+and the timeline table's headers.
 
 Why a part of its own: the chat adapters say these whatever happened, around the sentences
 the other rooms give them. What it must never do: hold a sentence another room decides
@@ -151,4 +152,90 @@ TEXTS: dict[str, dict[Lang, str]] = {
     "timeline.who": {EN: "who", ZH: "谁"},
     "timeline.what": {EN: "what", ZH: "类型"},
     "timeline.text": {EN: "details", ZH: "内容"},
+    # -- a diagnosis as the console and Slack show it (`bot.chat.console`, `bot.chat.blocks`):
+    # its labels, and the severity names (the code after the dot is the `Severity` value)
+    "message.registered": {EN: "Registered?", ZH: "节点注册了吗？"},
+    "message.gpu_visible": {EN: "GPUs visible?", ZH: "GPU 被调度器看见了吗？"},
+    "message.workloads": {EN: "Why didn't workloads go?", ZH: "工作负载为什么没走？"},
+    "message.scope": {EN: "How wide?", ZH: "变更范围多大？"},
+    "message.stage": {EN: "stage", ZH: "阶段"},
+    "message.evidence": {EN: "Evidence", ZH: "证据"},
+    "message.blockers": {EN: "Blockers", ZH: "阻塞项"},
+    "message.check_first": {EN: "Check first", ZH: "先查"},
+    "message.runbook": {EN: "Runbook", ZH: "处置步骤"},
+    "message.rollback": {EN: "Rollback", ZH: "回滚"},
+    "message.proposals": {EN: "Proposed", ZH: "建议操作"},
+    "message.approval": {EN: "needs approval", ZH: "需审批"},
+    "message.none": {EN: "no action: observe", ZH: "无操作：继续观察"},
+    "message.healthy": {
+        EN: "No diagnosis: nothing in the snapshot matches a rule.",
+        ZH: "无诊断：快照中没有匹配任何规则的问题。",
+    },
+    "message.more": {EN: "… {n} more in the timeline", ZH: "… 另有 {n} 条，见时间线"},
+    "message.many": {
+        EN: "{n} diagnoses, shown as Markdown (up to {max} are drawn as panels)",
+        ZH: "共 {n} 条诊断，以 Markdown 显示（不超过 {max} 条时以面板显示）",
+    },
+    "severity.critical": {EN: "CRITICAL", ZH: "严重"},
+    "severity.warning": {EN: "WARNING", ZH: "警告"},
+    "severity.info": {EN: "INFO", ZH: "提示"},
+    # -- the Slack message's own words (`bot.chat.blocks`): its subject, context, buttons, the
+    # request line, the confirm dialog, and how a decided request reads where its buttons were
+    "message.pool": {EN: "pool {pool}", ZH: "节点池 {pool}"},
+    "message.cluster": {EN: "cluster", ZH: "集群"},
+    "message.rule": {EN: "rule", ZH: "规则"},
+    "message.expected": {EN: "expected while a change is in progress", ZH: "变更进行中的预期现象"},
+    "message.approve": {EN: "Approve {action}", ZH: "批准 {action}"},
+    "message.override": {EN: " (health gate failed)", ZH: "（健康门未通过）"},
+    "message.deny": {EN: "Deny", ZH: "拒绝"},
+    "message.snooze": {EN: "Snooze 1h", ZH: "静默 1 小时"},
+    "message.timeline": {EN: "Timeline", ZH: "时间线"},
+    "message.request": {
+        EN: "{what} · requested by {who} · expires {time} UTC · request {id}",
+        ZH: "{what} · 发起人 {who} · {time} UTC 过期 · 请求 {id}",
+    },
+    "message.confirm.title": {
+        EN: "Approve {action} on {node}?",
+        ZH: "批准对 {node} 执行 {action}？",
+    },
+    "message.confirm.ok": {EN: "Yes, {action}", ZH: "确认 {action}"},
+    "message.confirm.no": {EN: "Cancel", ZH: "取消"},
+    "message.confirm.cordon": {
+        EN: "New pods will no longer be scheduled on {node}; pods already running stay.",
+        ZH: "{node} 将不再调度新的 Pod；已在运行的 Pod 不受影响。",
+    },
+    "message.confirm.drain": {
+        EN: "{node} is cordoned and its pods are evicted through the Eviction API, honouring "
+        "PodDisruptionBudgets; DaemonSet pods stay.",
+        ZH: "{node} 将被 cordon，其 Pod 通过 Eviction API 驱逐，遵守 PodDisruptionBudget；"
+        "DaemonSet 的 Pod 保留。",
+    },
+    "message.confirm.force": {
+        EN: "{node} is drained, and pods a PodDisruptionBudget protects are deleted directly "
+        "(--force).",
+        ZH: "{node} 将被 drain，受 PodDisruptionBudget 保护的 Pod 会被直接删除（--force）。",
+    },
+    "message.confirm.emptydir": {
+        EN: " Their emptyDir data is lost.",
+        ZH: "Pod 的 emptyDir 数据将丢失。",
+    },
+    "message.confirm.uncordon": {EN: "{node} takes pods again.", ZH: "{node} 将重新接收 Pod。"},
+    "message.confirm.uncordon_anyway": {
+        EN: "{node} takes pods again although the health gate did not pass.",
+        ZH: "健康门未通过，{node} 仍将重新接收 Pod。",
+    },
+    "message.risk": {EN: "Risk: {risk}", ZH: "风险：{risk}"},
+    "message.expires": {EN: "Expires {time} UTC.", ZH: "{time} UTC 过期。"},
+    "message.decided.approved": {
+        EN: "✅ {what} approved by {who} at {time} UTC",
+        ZH: "✅ {what} 已由 {who} 于 {time} UTC 批准",
+    },
+    "message.decided.denied": {
+        EN: "🚫 {what} denied by {who} at {time} UTC",
+        ZH: "🚫 {what} 已由 {who} 于 {time} UTC 拒绝",
+    },
+    "message.decided.expired": {
+        EN: "⌛ {what} expired at {time} UTC",
+        ZH: "⌛ {what} 已于 {time} UTC 过期",
+    },
 }

@@ -15,8 +15,10 @@ EN, ZH = Lang.EN, Lang.ZH
 
 TEXTS: dict[str, dict[Lang, str]] = {
     # -- between the items of a list: clauses or counts (a Chinese comma), names of one kind
-    # (the enumeration comma), items that hold commas themselves (a semicolon)
+    # (the enumeration comma), items that hold commas themselves (a semicolon), the last of
+    # several names (and)
     "list.comma": {EN: ", ", ZH: "，"},
     "list.enumeration": {EN: ", ", ZH: "、"},
     "list.semicolon": {EN: "; ", ZH: "；"},
+    "list.and": {EN: " and ", ZH: " 和 "},
 }

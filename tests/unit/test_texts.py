@@ -14,8 +14,8 @@ from typing import get_args
 import pytest
 
 from bot.incidents.lifecycle import supersession, withdrawal, withdrawal_text
-from bot.model import IncidentState, Lang, Stage, TimelineKind
-from bot.texts import KINDS, PARTS, STAGES, STATES, TEXTS, say
+from bot.model import IncidentState, Lang, Severity, Stage, TimelineKind
+from bot.texts import KINDS, PARTS, SEVERITIES, STAGES, STATES, TEXTS, say
 
 
 def _blanks(template: str) -> set[str]:
@@ -53,6 +53,7 @@ def test_every_stage_state_and_timeline_kind_has_a_name_in_both_languages() -> N
         (STAGES, list(Stage)),
         (STATES, list(IncidentState)),
         (KINDS, list(get_args(TimelineKind))),
+        (SEVERITIES, list(Severity)),
     ):
         assert set(names) == set(codes)
         for code in codes:
