@@ -34,6 +34,11 @@ TEXTS: dict[str, dict[Lang, str]] = {
         ZH: "你已批准过{what}；还需要另一位审批人",
     },
     "approval.second": {EN: "{what} needs a second approver", ZH: "{what} 还需要第二位审批人"},
+    "approval.nobody": {EN: "nobody is configured", ZH: "未配置任何人"},
+    "approval.deny_refused": {
+        EN: "you are not allowed to deny {action} on {node} (may deny it: {who})",
+        ZH: "你无权拒绝对 {node} 的 {action}（可以拒绝的人：{who}）",
+    },
     "decide.refused": {
         EN: "approval by {who} refused: {why}",
         ZH: "{who} 的批准被拒绝：{why}",
