@@ -3,6 +3,8 @@
 Three passes, in this order because each needs the one before: node rules (then the node
 rules that look at what else fired on the node), pool rules (which count node findings),
 cluster rules. The four questions are answered here from the facts, never taken from a rule.
+Every sentence it adds is the catalogue's (`diagnosis.*`, bot/texts/diagnosis_texts.py):
+it must never write one of its own, or a `--lang zh` diagnosis reads half in English.
 
 One module (about 600 lines) because the passes share one set of matches and one halting
 decision (a pool-wide failure withdraws node proposals): split, the order they depend on
@@ -36,6 +38,7 @@ from bot.rules.commands import fill
 from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
 from bot.rules.loading import EVIDENCE_ONLY, SYMPTOM, CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
+from bot.texts import say
 
 _MIG_IN_PROGRESS = {"pending", "rebooting"}
 
@@ -302,88 +305,6 @@ class _ScopeIndex:
                     self.troubled_nodes[node.pool].add(node.name)
 
 
-_T: dict[Lang, dict[str, str]] = {
-    Lang.EN: {
-        "unknown_node": "no: no node of this name in the cluster, only alerts name it",
-        "absent_node": (
-            "no node {node} in the cluster (only alerts name it): check the alerts' node label;"
-            " no command is offered for it"
-        ),
-        "registered_yes": "yes: Ready, kubelet {kubelet}, runtime {runtime}",
-        "registered_other": "; other conditions: {conds}",
-        "registered_no": (
-            "no: Ready={ready}{msg}; fix kubelet, runtime, CNI, certificates and clock first,"
-            " do not touch the GPU stack yet"
-        ),
-        "not_gpu": "not a GPU node",
-        "gpu_yes": "yes: {alloc}/{expected} {res} allocatable",
-        "gpu_no": "no: {alloc} of {expected} {res} allocatable",
-        "gpu_mig": "MIG resources allocatable: {mig}",
-        "gpu_failing": "; failing: {comps}",
-        "gpu_absent": "; no pod of: {comps}",
-        "wl_cordoned": "node cordoned {mins} min ago, {remaining} pod(s) still to evict",
-        "wl_cordoned_unknown": "node cordoned, {remaining} pod(s) still to evict",
-        "wl_blockers": "; blocked by: {blockers}",
-        "wl_running": "{gpu_pods} GPU pod(s) running here",
-        "wl_pending": "; cluster-wide {n} GPU pod(s) Pending: {reasons}",
-        "wl_none_pending": "; no GPU pod is Pending",
-        "scope_pool": "{n} of {size} nodes in pool {pool} show this",
-        "scope_pool_findings": "{n} of {size} nodes in pool {pool} have a finding",
-        "scope_node": "this node only (pool unknown)",
-        "scope_drivers": "; pool driver versions: {drivers}",
-        "scope_cluster": "{n} node(s) in the cluster show this",
-        "pool_registered": "{ready} of {size} nodes Ready",
-        "pool_gpu": "{alloc} of {expected} {res} allocatable across the pool",
-        "cluster_registered": "{nodes} node(s) in the snapshot",
-        "cluster_gpu": "resources offered: {res}",
-        "cluster_scope": "{n} pod(s) in {ns} namespace(s)",
-        "halted": "pool-wide failure in {pool}: node-by-node remediation withdrawn",
-        "expected": "expected: {note}",
-        "also_firing": "also firing: {alert}{text}",
-        "also_read_as": "; read as {symptom}",
-        "also_more": "also firing: {n} more alert(s) no rule reads",
-    },
-    Lang.ZH: {
-        "unknown_node": "否：集群中没有这个名字的节点，只有告警提到它",
-        "absent_node": (
-            "集群中没有节点 {node}（只有告警提到它）：请核对告警的 node 标签；不为它提供命令"
-        ),
-        "registered_yes": "是：Ready，kubelet {kubelet}，运行时 {runtime}",
-        "registered_other": "；其他条件：{conds}",
-        "registered_no": (
-            "否：Ready={ready}{msg}；先修 kubelet、运行时、CNI、证书和时间同步，不要急着动 GPU"
-        ),
-        "not_gpu": "不是 GPU 节点",
-        "gpu_yes": "是：{res} 可分配 {alloc}/{expected}",
-        "gpu_no": "否：{res} 可分配 {alloc}，应为 {expected}",
-        "gpu_mig": "MIG 可分配资源：{mig}",
-        "gpu_failing": "；异常组件：{comps}",
-        "gpu_absent": "；缺少 Pod：{comps}",
-        "wl_cordoned": "节点已 cordon {mins} 分钟，仍有 {remaining} 个 Pod 待驱逐",
-        "wl_cordoned_unknown": "节点已 cordon，仍有 {remaining} 个 Pod 待驱逐",
-        "wl_blockers": "；阻塞原因：{blockers}",
-        "wl_running": "本节点运行 {gpu_pods} 个 GPU Pod",
-        "wl_pending": "；集群内 {n} 个 GPU Pod Pending：{reasons}",
-        "wl_none_pending": "；没有 Pending 的 GPU Pod",
-        "scope_pool": "节点池 {pool} 的 {size} 个节点中有 {n} 个出现此问题",
-        "scope_pool_findings": "节点池 {pool} 的 {size} 个节点中有 {n} 个存在问题",
-        "scope_node": "仅此节点（节点池未知）",
-        "scope_drivers": "；节点池驱动版本：{drivers}",
-        "scope_cluster": "集群内 {n} 个节点出现此问题",
-        "pool_registered": "{size} 个节点中 {ready} 个 Ready",
-        "pool_gpu": "节点池 {res} 可分配 {alloc}，应为 {expected}",
-        "cluster_registered": "快照中共 {nodes} 个节点",
-        "cluster_gpu": "集群提供的资源：{res}",
-        "cluster_scope": "{ns} 个命名空间中的 {n} 个 Pod",
-        "halted": "节点池 {pool} 整体故障：撤回逐节点处置建议",
-        "expected": "预期内：{note}",
-        "also_firing": "同时告警：{alert}{text}",
-        "also_read_as": "；识别为 {symptom}",
-        "also_more": "同时告警：另有 {n} 条规则不读的告警",
-    },
-}
-
-
 def _node_questions(
     node: NodeFacts,
     rule_id: str,
@@ -392,18 +313,20 @@ def _node_questions(
     lang: Lang,
     settings: Settings,
 ) -> Questions:
-    t = _T[lang]
     if not node.known:
-        unknown = t["unknown_node"]
+        unknown = say(lang, "diagnosis.unknown_node")
         return Questions(
             registered=unknown,
             gpu_visible=unknown,
             workloads=_pending_summary(cluster, lang).lstrip("；; "),
-            scope=t["scope_cluster"].format(n=scope.by_rule[rule_id]),
+            scope=say(lang, "diagnosis.scope_cluster", n=scope.by_rule[rule_id]),
         )
     if node.ready == "True":
-        registered = t["registered_yes"].format(
-            kubelet=node.kubelet_version or "?", runtime=node.runtime_version or "?"
+        registered = say(
+            lang,
+            "diagnosis.registered_yes",
+            kubelet=node.kubelet_version or "?",
+            runtime=node.runtime_version or "?",
         )
         other = [
             f"{kind}={status}"
@@ -411,65 +334,81 @@ def _node_questions(
             if kind != "Ready" and status == "True"
         ]
         if other:
-            registered += t["registered_other"].format(conds=", ".join(other))
+            registered += say(lang, "diagnosis.registered_other", conds=", ".join(other))
     else:
         message = node.condition_messages.get("Ready", "")
-        registered = t["registered_no"].format(
-            ready=node.ready or "Unknown", msg=f" ({message})" if message else ""
+        registered = say(
+            lang,
+            "diagnosis.registered_no",
+            ready=node.ready or "Unknown",
+            msg=f" ({message})" if message else "",
         )
 
     gpu = node.gpu
     if not node.gpu_node or gpu is None:
-        gpu_visible = t["not_gpu"]
+        gpu_visible = say(lang, "diagnosis.not_gpu")
     else:
-        key = "gpu_yes" if gpu.allocatable >= gpu.expected and gpu.expected else "gpu_no"
-        gpu_visible = t[key].format(
-            alloc=gpu.allocatable, expected=gpu.expected, res=settings.gpu_resource
+        all_seen = gpu.allocatable >= gpu.expected and gpu.expected
+        gpu_visible = say(
+            lang,
+            "diagnosis.gpu_yes" if all_seen else "diagnosis.gpu_no",
+            alloc=gpu.allocatable,
+            expected=gpu.expected,
+            res=settings.gpu_resource,
         )
         if gpu.mig_allocatable:
             mig = ", ".join(
                 f"{k.removeprefix('nvidia.com/')}={v}" for k, v in gpu.mig_allocatable.items()
             )
-            gpu_visible += "; " + t["gpu_mig"].format(mig=mig)
+            gpu_visible += "; " + say(lang, "diagnosis.gpu_mig", mig=mig)
         failing = [
             f"{c.pod} {c.waiting_reason or 'failing'} ({c.restarts} restarts)"
             for c in node.components.values()
             if c.failing
         ]
         if failing:
-            gpu_visible += t["gpu_failing"].format(comps=", ".join(failing))
+            gpu_visible += say(lang, "diagnosis.gpu_failing", comps=", ".join(failing))
         absent = [
             name for name, c in node.components.items() if not c.present and c.deploy_label is True
         ]
         if absent:
-            gpu_visible += t["gpu_absent"].format(comps=", ".join(absent))
+            gpu_visible += say(lang, "diagnosis.gpu_absent", comps=", ".join(absent))
 
     if node.unschedulable:
         if node.cordoned_for_s is not None:
-            workloads = t["wl_cordoned"].format(
-                mins=node.cordoned_for_s // 60, remaining=node.remaining_pods
+            workloads = say(
+                lang,
+                "diagnosis.wl_cordoned",
+                mins=node.cordoned_for_s // 60,
+                remaining=node.remaining_pods,
             )
         else:
-            workloads = t["wl_cordoned_unknown"].format(remaining=node.remaining_pods)
+            workloads = say(lang, "diagnosis.wl_cordoned_unknown", remaining=node.remaining_pods)
         real = [b for b in node.blockers if b.kind != "daemonset"]
         if real:
-            workloads += t["wl_blockers"].format(
-                blockers=", ".join(f"{b.namespace}/{b.pod}: {b.kind}" for b in real[:5])
+            workloads += say(
+                lang,
+                "diagnosis.wl_blockers",
+                blockers=", ".join(f"{b.namespace}/{b.pod}: {b.kind}" for b in real[:5]),
             )
     else:
         gpu_pods = sum(1 for p in node.pods if p.gpu_request and p.phase == "Running")
-        workloads = t["wl_running"].format(gpu_pods=gpu_pods)
+        workloads = say(lang, "diagnosis.wl_running", gpu_pods=gpu_pods)
     workloads += _pending_summary(cluster, lang)
 
     if node.pool and node.pool in cluster.pools:
         pool = cluster.pools[node.pool]
-        scope_text = t["scope_pool"].format(
-            n=scope.by_pool_rule[(node.pool, rule_id)], size=len(pool.nodes), pool=node.pool
+        scope_text = say(
+            lang,
+            "diagnosis.scope_pool",
+            n=scope.by_pool_rule[(node.pool, rule_id)],
+            size=len(pool.nodes),
+            pool=node.pool,
         )
         if len(pool.driver_versions) > 1:
-            scope_text += t["scope_drivers"].format(drivers=_drivers(pool))
+            scope_text += say(lang, "diagnosis.scope_drivers", drivers=_drivers(pool))
     else:
-        scope_text = t["scope_node"]
+        scope_text = say(lang, "diagnosis.scope_node")
     return Questions(
         registered=registered, gpu_visible=gpu_visible, workloads=workloads, scope=scope_text
     )
@@ -480,50 +419,53 @@ def _drivers(pool: PoolFacts) -> str:
 
 
 def _pending_summary(cluster: ClusterFacts, lang: Lang) -> str:
-    t = _T[lang]
     pods = cluster.pending_pods
     if not pods:
-        return t["wl_none_pending"]
+        return say(lang, "diagnosis.wl_none_pending")
     reasons: Counter[str] = Counter()
     for pod in pods:
         for reason in pod.reasons or []:
             reasons[reason.kind] += 1
     text = ", ".join(f"{kind} ×{n}" for kind, n in reasons.most_common()) or "?"
-    return t["wl_pending"].format(n=len(pods), reasons=text)
+    return say(lang, "diagnosis.wl_pending", n=len(pods), reasons=text)
 
 
 def _pool_questions(
     pool_name: str, cluster: ClusterFacts, scope: _ScopeIndex, lang: Lang, settings: Settings
 ) -> Questions:
-    t = _T[lang]
     pool = cluster.pools[pool_name]
     members = [cluster.nodes[n] for n in pool.nodes if n in cluster.nodes]
     ready = sum(1 for n in members if n.ready == "True")
     alloc = sum(n.gpu.allocatable for n in members if n.gpu)
     expected = sum(n.gpu.expected for n in members if n.gpu)
-    scope_text = t["scope_pool_findings"].format(
-        n=len(scope.troubled_nodes.get(pool_name, ())), size=len(pool.nodes), pool=pool_name
+    scope_text = say(
+        lang,
+        "diagnosis.scope_pool_findings",
+        n=len(scope.troubled_nodes.get(pool_name, ())),
+        size=len(pool.nodes),
+        pool=pool_name,
     )
     if len(pool.driver_versions) > 1:
-        scope_text += t["scope_drivers"].format(drivers=_drivers(pool))
+        scope_text += say(lang, "diagnosis.scope_drivers", drivers=_drivers(pool))
     return Questions(
-        registered=t["pool_registered"].format(ready=ready, size=len(members)),
-        gpu_visible=t["pool_gpu"].format(alloc=alloc, expected=expected, res=settings.gpu_resource),
+        registered=say(lang, "diagnosis.pool_registered", ready=ready, size=len(members)),
+        gpu_visible=say(
+            lang, "diagnosis.pool_gpu", alloc=alloc, expected=expected, res=settings.gpu_resource
+        ),
         workloads=_pending_summary(cluster, lang).lstrip("；; "),
         scope=scope_text,
     )
 
 
 def _cluster_questions(cluster: ClusterFacts, lang: Lang) -> Questions:
-    t = _T[lang]
     pods = cluster.pending_pods
     namespaces = {p.namespace for p in pods}
     gpu_resources = [r for r in cluster.offered_resources if r.startswith("nvidia.com/")]
     return Questions(
-        registered=t["cluster_registered"].format(nodes=len(cluster.nodes)),
-        gpu_visible=t["cluster_gpu"].format(res=", ".join(gpu_resources) or "-"),
+        registered=say(lang, "diagnosis.cluster_registered", nodes=len(cluster.nodes)),
+        gpu_visible=say(lang, "diagnosis.cluster_gpu", res=", ".join(gpu_resources) or "-"),
         workloads=_pending_summary(cluster, lang).lstrip("；; "),
-        scope=t["cluster_scope"].format(n=len(pods), ns=len(namespaces)),
+        scope=say(lang, "diagnosis.cluster_scope", n=len(pods), ns=len(namespaces)),
     )
 
 
@@ -554,7 +496,6 @@ def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
     anything by itself (gpubot cannot judge it), yet the on-call should see that it fires on
     the node whose diagnosis they read. Every rule would have to repeat the same line; here it
     follows every node diagnosis, whatever rule made it, including rules written later."""
-    t = _T[lang]
     lines: list[str] = []
     shown: set[tuple[str, str | None, str]] = set()
     hidden = 0
@@ -576,11 +517,11 @@ def _also_firing(alerts: list[Signal], lang: Lang) -> list[str]:
         text = f" ({said})" if said else ""
         symptom = alert.annotations.get(SYMPTOM, "unknown")
         if symptom != "unknown":
-            text += t["also_read_as"].format(symptom=symptom)
+            text += say(lang, "diagnosis.also_read_as", symptom=symptom)
         gpu = f" GPU {alert.gpu}" if alert.gpu else ""
-        lines.append(t["also_firing"].format(alert=f"{name}{gpu}", text=text))
+        lines.append(say(lang, "diagnosis.also_firing", alert=f"{name}{gpu}", text=text))
     if hidden:
-        lines.append(t["also_more"].format(n=hidden))
+        lines.append(say(lang, "diagnosis.also_more", n=hidden))
     return lines
 
 
@@ -596,7 +537,6 @@ def _diagnosis(
     alerts_by_node: Mapping[str, list[Signal]],
 ) -> Diagnosis:
     spec = found.rule.spec
-    t = _T[lang]
     if node is not None:
         questions = _node_questions(node, spec.id, cluster, scope, lang, settings)
     elif spec.scope == "pool" and pool:
@@ -605,7 +545,7 @@ def _diagnosis(
         questions = _cluster_questions(cluster, lang)
     evidence = list(found.evidence)
     if found.expected and spec.expected is not None:
-        evidence.insert(0, t["expected"].format(note=spec.expected.note(lang)))
+        evidence.insert(0, say(lang, "diagnosis.expected", note=spec.expected.note(lang)))
     # A node only alerts name: its name is an alert label's text, not a node anyone can act
     # on. It is said to be absent; its runbook keeps the steps' words, with no command, and
     # nothing is proposed for it.
@@ -620,7 +560,7 @@ def _diagnosis(
         for action, force in found.actions
     ]
     if halted:
-        evidence.append(t["halted"].format(pool=pool))
+        evidence.append(say(lang, "diagnosis.halted", pool=pool))
     if halted or absent:
         proposals = [
             Proposal(action=Action.NONE, node=node.name if node else None, requires_approval=False)
@@ -629,7 +569,7 @@ def _diagnosis(
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     if node is not None:
         if absent:
-            evidence.insert(0, t["absent_node"].format(node=node.name))
+            evidence.insert(0, say(lang, "diagnosis.absent_node", node=node.name))
         evidence += _also_firing(alerts_by_node.get(node.name, []), lang)
     return Diagnosis(
         rule=spec.id,

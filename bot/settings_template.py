@@ -5,6 +5,11 @@ and no word on why; a first user needs the five that decide whether anything hap
 (who approves, where the store is, the webhook's token, where messages go, the language),
 each said in both languages. Every other setting keeps its embedded default
 (`bot/config.py` documents them all).
+
+Why its Chinese is here and not in `bot.texts`: the catalogue says a sentence in one language,
+the reader's; this file says every comment in both at once, whatever `lang` is, each beside
+the setting it explains, and a person reads and edits it as one file. What it must never do:
+write a setting that is not valid as written, or a comment in one language only.
 """
 
 from __future__ import annotations

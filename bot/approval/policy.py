@@ -70,21 +70,13 @@ def _names(policy: ActionPolicy | DenyPolicy) -> list[str]:
 
 
 def _who(policy: ActionPolicy, lang: Lang) -> str:
-    return _LIST_SEPARATOR[lang].join(_names(policy)) or _NOBODY[lang]
+    return say(lang, "list.enumeration").join(_names(policy)) or say(lang, "approval.nobody")
 
 
 def _allowed(
     person: str, policy: ActionPolicy | DenyPolicy, groups_of: Callable[[str], set[str]]
 ) -> bool:
     return person in policy.users or bool(groups_of(person) & set(policy.groups))
-
-
-_DENY_REFUSED = {
-    Lang.EN: "you are not allowed to deny {action} on {node} (may deny it: {who})",
-    Lang.ZH: "你无权拒绝对 {node} 的 {action}（可以拒绝的人：{who}）",
-}
-_NOBODY = {Lang.EN: "nobody is configured", Lang.ZH: "未配置任何人"}
-_LIST_SEPARATOR = {Lang.EN: ", ", Lang.ZH: "、"}
 
 
 def deny_refusal(
@@ -106,8 +98,8 @@ def deny_refusal(
         return None
     names = list(dict.fromkeys([*_names(rule), *_names(policy.deny)]))
     action = f"{request.action.value}{' --force' if request.force else ''}"
-    who = _LIST_SEPARATOR[lang].join(names) or _NOBODY[lang]
-    return _DENY_REFUSED[lang].format(action=action, node=request.node, who=who)
+    who = say(lang, "list.enumeration").join(names) or say(lang, "approval.nobody")
+    return say(lang, "approval.deny_refused", action=action, node=request.node, who=who)
 
 
 def approvals_needed(policy: ApprovalPolicy, request: ActionRequest) -> int:
@@ -147,7 +139,7 @@ def decide(
     needed = approvals_needed(policy, request)
     if len(approvers) < needed:
         return Decision("need-another", say(lang, "approval.second", what=what), approvers, needed)
-    who = _LIST_SEPARATOR[lang].join(approvers)
+    who = say(lang, "list.enumeration").join(approvers)
     return Decision(
         "approved", say(lang, "approval.approved", what=what, who=who), approvers, needed
     )

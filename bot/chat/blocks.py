@@ -7,7 +7,8 @@ rejects a whole message for one text that is a character too long, so every text
 to its Block Kit limit *before* it is built, long lists end with "… N more in the timeline",
 and every block passes slack_sdk's own validation (`to_dict()` raises otherwise).
 
-What it must never do: decide, act or talk to Slack. Every function is pure: values in,
+What it must never do: decide, act, talk to Slack, or word a text itself (its labels are
+the catalogue's `message.*`, as the console's are). Every function is pure: values in,
 blocks out. Which click is allowed is the approval engine's (`bot.approval`), sending is
 the adapter's.
 
@@ -52,10 +53,9 @@ from slack_sdk.models.blocks import (
     SectionBlock,
 )
 
-from bot.chat.console import EVIDENCE_SHOWN
-from bot.chat.console import LABELS as CONSOLE_LABELS
+from bot.chat.console import EVIDENCE_SHOWN, QUESTIONS, proposal_lines
 from bot.model import Action, ActionRequest, Diagnosis, Lang, Severity
-from bot.texts import stage_name
+from bot.texts import say, severity_name, stage_name
 
 APPROVE_ACTION = "gpubot.approve"
 DENY_ACTION = "gpubot.deny"
@@ -95,77 +95,6 @@ Shown = Literal["approved", "denied", "expired"]
 
 _USER_ID = re.compile(r"<?@?([UW][A-Z0-9]+)>?")
 _ICON = {Severity.CRITICAL: "🔴", Severity.WARNING: "🟠", Severity.INFO: "🔵"}
-
-_TEXT: dict[Lang, dict[str, str]] = {
-    Lang.EN: {
-        "critical": "CRITICAL",
-        "warning": "WARNING",
-        "info": "INFO",
-        "pool": "pool {pool}",
-        "cluster": "cluster",
-        "rule": "rule",
-        "expected": "expected while a change is in progress",
-        "approve": "Approve {action}",
-        "override": " (health gate failed)",
-        "deny": "Deny",
-        "snooze": "Snooze 1h",
-        "timeline": "Timeline",
-        "more": "… {n} more in the timeline",
-        "request": "{what} · requested by {who} · expires {time} UTC · request {id}",
-        "confirm_title": "Approve {action} on {node}?",
-        "confirm_ok": "Yes, {action}",
-        "confirm_no": "Cancel",
-        "cordon": "New pods will no longer be scheduled on {node}; pods already running stay.",
-        "drain": "{node} is cordoned and its pods are evicted through the Eviction API, "
-        "honouring PodDisruptionBudgets; DaemonSet pods stay.",
-        "force": "{node} is drained, and pods a PodDisruptionBudget protects are deleted "
-        "directly (--force).",
-        "emptydir": " Their emptyDir data is lost.",
-        "uncordon": "{node} takes pods again.",
-        "uncordon_anyway": "{node} takes pods again although the health gate did not pass.",
-        "risk": "Risk: {risk}",
-        "expires": "Expires {time} UTC.",
-        "approved": "✅ {what} approved by {who} at {time} UTC",
-        "denied": "🚫 {what} denied by {who} at {time} UTC",
-        "expired": "⌛ {what} expired at {time} UTC",
-        "and": " and ",
-        "comma": ", ",
-    },
-    Lang.ZH: {
-        "critical": "严重",
-        "warning": "警告",
-        "info": "提示",
-        "pool": "节点池 {pool}",
-        "cluster": "集群",
-        "rule": "规则",
-        "expected": "变更进行中的预期现象",
-        "approve": "批准 {action}",
-        "override": "（健康门未通过）",
-        "deny": "拒绝",
-        "snooze": "静默 1 小时",
-        "timeline": "时间线",
-        "more": "… 另有 {n} 条，见时间线",
-        "request": "{what} · 发起人 {who} · {time} UTC 过期 · 请求 {id}",
-        "confirm_title": "批准对 {node} 执行 {action}？",
-        "confirm_ok": "确认 {action}",
-        "confirm_no": "取消",
-        "cordon": "{node} 将不再调度新的 Pod；已在运行的 Pod 不受影响。",
-        "drain": "{node} 将被 cordon，其 Pod 通过 Eviction API 驱逐，遵守 PodDisruptionBudget；"
-        "DaemonSet 的 Pod 保留。",
-        "force": "{node} 将被 drain，受 PodDisruptionBudget 保护的 Pod 会被直接删除（--force）。",
-        "emptydir": "Pod 的 emptyDir 数据将丢失。",
-        "uncordon": "{node} 将重新接收 Pod。",
-        "uncordon_anyway": "健康门未通过，{node} 仍将重新接收 Pod。",
-        "risk": "风险：{risk}",
-        "expires": "{time} UTC 过期。",
-        "approved": "✅ {what} 已由 {who} 于 {time} UTC 批准",
-        "denied": "🚫 {what} 已由 {who} 于 {time} UTC 拒绝",
-        "expired": "⌛ {what} 已于 {time} UTC 过期",
-        "and": " 和 ",
-        "comma": "、",
-    },
-}
-
 
 # -- lengths and escaping ---------------------------------------------------------------
 
@@ -262,8 +191,7 @@ def _block_key(value: str, prefix: str) -> str:
 def _bullets(lines: Sequence[str], heading: str, shown: int, lang: Lang) -> str:
     """`*heading*` and up to `shown` bullet lines, within a section's 3000, then the pointer
     to the timeline for the rest."""
-    more = _TEXT[lang]["more"]
-    reserve = _units("\n" + more.format(n=len(lines)))
+    reserve = _units("\n" + say(lang, "message.more", n=len(lines)))
     text = f"*{escape(heading)}*"
     kept = 0
     for line in lines[:shown]:
@@ -273,7 +201,7 @@ def _bullets(lines: Sequence[str], heading: str, shown: int, lang: Lang) -> str:
         text += item
         kept += 1
     if kept < len(lines):
-        text += "\n" + more.format(n=len(lines) - kept)
+        text += "\n" + say(lang, "message.more", n=len(lines) - kept)
     return text
 
 
@@ -286,10 +214,9 @@ def _lang(d: Diagnosis, lang: Lang | None) -> Lang:
 
 def subject(d: Diagnosis, lang: Lang) -> str:
     """What the diagnosis is about: `gpu-a2 (a100-east)`, `pool a100-east`, `cluster`."""
-    text = _TEXT[lang]
     if d.node:
         return d.node + (f" ({d.pool})" if d.pool else "")
-    return text["pool"].format(pool=d.pool) if d.pool else text["cluster"]
+    return say(lang, "message.pool", pool=d.pool) if d.pool else say(lang, "message.cluster")
 
 
 def diagnosis_key(d: Diagnosis) -> str:
@@ -310,10 +237,9 @@ def mention(user: str) -> str:
 
 
 def _join(names: Sequence[str], lang: Lang) -> str:
-    text = _TEXT[lang]
     if len(names) <= 1:
         return "".join(names)
-    return text["comma"].join(names[:-1]) + text["and"] + names[-1]
+    return say(lang, "list.enumeration").join(names[:-1]) + say(lang, "list.and") + names[-1]
 
 
 def _hhmm(at: datetime) -> str:
@@ -329,7 +255,9 @@ def decision_text(
 ) -> str:
     """Who decided what and when, as mrkdwn: `✅ drain gpu-a2 approved by <@U1> and <@U2> at
     03:12 UTC`. For `expired`, `by` is not used and `at` is when it expired."""
-    return _TEXT[lang][outcome].format(
+    return say(
+        lang,
+        f"message.decided.{outcome}",
         what=escape(_what(request)),
         who=_join([mention(u) for u in by], lang),
         time=_hhmm(at),
@@ -340,9 +268,8 @@ def fallback_text(d: Diagnosis, lang: Lang | None = None) -> str:
     """The notification text (`chat.postMessage`'s `text`): severity, subject, symptom and
     scope, escaped for mrkdwn and short enough for a notification."""
     lang = _lang(d, lang)
-    text = _TEXT[lang]
     line = (
-        f"{_ICON[d.severity]} {text[d.severity.value]} · {escape(subject(d, lang))}: "
+        f"{_ICON[d.severity]} {severity_name(d.severity, lang)} · {escape(subject(d, lang))}: "
         f"{escape(d.title)} — {escape(d.questions.scope)}"
     )
     return fit(line, FALLBACK_TEXT_MAX, escaped=True)
@@ -358,47 +285,49 @@ def _destructive(request: ActionRequest) -> bool:
 def _confirm(request: ActionRequest, lang: Lang) -> ConfirmObject:
     """What will happen, the risk, and until when the request holds: at most 300 units, the
     risk cut before the consequence is."""
-    text = _TEXT[lang]
     action = request.action.value + (" --force" if request.force else "")
     if request.action is Action.DRAIN:
-        what = text["force" if request.force else "drain"].format(node=request.node)
+        key = "message.confirm.force" if request.force else "message.confirm.drain"
+        what = say(lang, key, node=request.node)
         if request.delete_emptydir_data:
-            what += text["emptydir"]
+            what += say(lang, "message.confirm.emptydir")
     elif request.action is Action.UNCORDON:
-        key = "uncordon_anyway" if request.override_gate else "uncordon"
-        what = text[key].format(node=request.node)
+        anyway = request.override_gate
+        key = "message.confirm.uncordon_anyway" if anyway else "message.confirm.uncordon"
+        what = say(lang, key, node=request.node)
     else:
-        what = text["cordon"].format(node=request.node)
-    expires = text["expires"].format(time=_hhmm(request.expires_at))
+        what = say(lang, "message.confirm.cordon", node=request.node)
+    expires = say(lang, "message.expires", time=_hhmm(request.expires_at))
     body = f"{what}\n{expires}"
     if request.risk:
         room = CONFIRM_TEXT_MAX - _units(body) - 1
-        risk = text["risk"].format(risk=request.risk)
+        risk = say(lang, "message.risk", risk=request.risk)
         if room > _units("…") + 8:
             body = f"{what}\n{fit(risk, room)}\n{expires}"
     return ConfirmObject(
         title=_plain(
-            text["confirm_title"].format(action=action, node=request.node), CONFIRM_TITLE_MAX
+            say(lang, "message.confirm.title", action=action, node=request.node),
+            CONFIRM_TITLE_MAX,
         ),
         text=_plain(body, CONFIRM_TEXT_MAX),
-        confirm=_plain(text["confirm_ok"].format(action=request.action.value), CONFIRM_BUTTON_MAX),
-        deny=_plain(text["confirm_no"], CONFIRM_BUTTON_MAX),
+        confirm=_plain(
+            say(lang, "message.confirm.ok", action=request.action.value), CONFIRM_BUTTON_MAX
+        ),
+        deny=_plain(say(lang, "message.confirm.no"), CONFIRM_BUTTON_MAX),
         style="danger" if request.action is Action.DRAIN else None,
     )
 
 
 def approve_label(request: ActionRequest, lang: Lang) -> str:
     """`Approve drain`, `批准 cordon`, `Approve drain --force`."""
-    text = _TEXT[lang]
     action = request.action.value + (" --force" if request.force else "")
-    label = text["approve"].format(action=action)
+    label = say(lang, "message.approve", action=action)
     if request.override_gate:
-        label += text["override"]
+        label += say(lang, "message.override")
     return fit(label, BUTTON_TEXT_MAX)
 
 
 def request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
-    text = _TEXT[lang]
     approve = ButtonElement(
         text=_plain(approve_label(request, lang), BUTTON_TEXT_MAX),
         action_id=APPROVE_ACTION,
@@ -407,9 +336,13 @@ def request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
         confirm=_confirm(request, lang) if _destructive(request) else None,
     )
     deny = ButtonElement(
-        text=_plain(text["deny"], BUTTON_TEXT_MAX), action_id=DENY_ACTION, value=request.id
+        text=_plain(say(lang, "message.deny"), BUTTON_TEXT_MAX),
+        action_id=DENY_ACTION,
+        value=request.id,
     )
-    info = text["request"].format(
+    info = say(
+        lang,
+        "message.request",
         what=escape(_what(request)),
         who=mention(request.requested_by),
         time=_hhmm(request.expires_at),
@@ -427,15 +360,16 @@ def request_blocks(request: ActionRequest, lang: Lang) -> list[Block]:
 
 
 def incident_block(value: str, lang: Lang) -> ActionsBlock:
-    text = _TEXT[lang]
     return ActionsBlock(
         block_id=INCIDENT_BLOCK_ID,
         elements=[
             ButtonElement(
-                text=_plain(text["snooze"], BUTTON_TEXT_MAX), action_id=SNOOZE_ACTION, value=value
+                text=_plain(say(lang, "message.snooze"), BUTTON_TEXT_MAX),
+                action_id=SNOOZE_ACTION,
+                value=value,
             ),
             ButtonElement(
-                text=_plain(text["timeline"], BUTTON_TEXT_MAX),
+                text=_plain(say(lang, "message.timeline"), BUTTON_TEXT_MAX),
                 action_id=TIMELINE_ACTION,
                 value=value,
             ),
@@ -453,8 +387,9 @@ def _runbook(d: Diagnosis, heading: str, lang: Lang) -> RichTextBlock:
     elements: list[RichTextSectionElement | RichTextPreformattedElement] = [
         RichTextSectionElement(elements=[RichTextElementParts.Text(text=heading, style=bold)])
     ]
-    more = _TEXT[lang]["more"]
-    budget = RUNBOOK_TEXT_MAX - _units(heading) - _units(more.format(n=len(d.runbook)))
+    budget = (
+        RUNBOOK_TEXT_MAX - _units(heading) - _units(say(lang, "message.more", n=len(d.runbook)))
+    )
     kept = 0
     for number, step in enumerate(d.runbook, 1):
         step_text = fit(f"{number}. {step.text}", LINE_MAX)
@@ -476,7 +411,7 @@ def _runbook(d: Diagnosis, heading: str, lang: Lang) -> RichTextBlock:
             RichTextSectionElement(
                 elements=[
                     RichTextElementParts.Text(
-                        text=more.format(n=len(d.runbook) - kept),
+                        text=say(lang, "message.more", n=len(d.runbook) - kept),
                         style=RichTextElementParts.TextStyle(italic=True),
                     )
                 ]
@@ -485,15 +420,8 @@ def _runbook(d: Diagnosis, heading: str, lang: Lang) -> RichTextBlock:
     return RichTextBlock(block_id="gpubot.runbook", elements=elements)
 
 
-def _proposals_text(d: Diagnosis, heading: str, labels: dict[str, str]) -> str:
-    lines = []
-    for p in d.proposals:
-        if p.action is Action.NONE:
-            lines.append(labels["none"])
-        else:
-            force = " --force" if p.force else ""
-            lines.append(f"{p.action.value}{force} {p.node or ''} ({labels['approval']})")
-    return f"*{escape(heading)}*: " + escape("; ".join(lines))
+def _proposals_text(d: Diagnosis, heading: str, lang: Lang) -> str:
+    return f"*{escape(heading)}*: " + escape("; ".join(proposal_lines(d, lang)))
 
 
 def diagnosis_blocks(
@@ -510,13 +438,16 @@ def diagnosis_blocks(
     the requests' incident, else `diagnosis_key(d)`). At most `MAX_BLOCKS - 1` blocks: one
     slot stays free for `decided_blocks`."""
     lang = _lang(d, lang)
-    labels = CONSOLE_LABELS[lang]
-    text = _TEXT[lang]
-    header = f"{_ICON[d.severity]} {text[d.severity.value]} · {subject(d, lang)} · {d.title}"
+
+    def label(key: str) -> str:
+        return say(lang, f"message.{key}")
+
+    severity = severity_name(d.severity, lang)
+    header = f"{_ICON[d.severity]} {severity} · {subject(d, lang)} · {d.title}"
     stage = escape(stage_name(d.stage, lang))
-    context = f"{escape(labels['stage'])}: *{stage}* · {text['rule']} {code(d.rule)}"
+    context = f"{escape(label('stage'))}: *{stage}* · {label('rule')} {code(d.rule)}"
     if d.expected:
-        context += f" · _{text['expected']}_"
+        context += f" · _{label('expected')}_"
     blocks: list[Block] = [
         HeaderBlock(block_id="gpubot.header", text=_plain(header, HEADER_TEXT_MAX)),
         ContextBlock(block_id="gpubot.context", elements=[_mrkdwn(context, SECTION_TEXT_MAX)]),
@@ -525,14 +456,14 @@ def diagnosis_blocks(
             block_id="gpubot.questions",
             fields=[
                 _mrkdwn(
-                    f"*{escape(labels[key])}*\n{escape(getattr(d.questions, key))}", FIELD_TEXT_MAX
+                    f"*{escape(label(key))}*\n{escape(getattr(d.questions, key))}", FIELD_TEXT_MAX
                 )
-                for key in ("registered", "gpu_visible", "workloads", "scope")
+                for key in QUESTIONS
             ],
         ),
     ]
     if d.evidence:
-        evidence = _bullets(d.evidence, labels["evidence"], EVIDENCE_SHOWN, lang)
+        evidence = _bullets(d.evidence, label("evidence"), EVIDENCE_SHOWN, lang)
         blocks.append(SectionBlock(block_id="gpubot.evidence", text=_mrkdwn(evidence, 3000)))
     if d.blockers:
         lines = [
@@ -540,21 +471,21 @@ def diagnosis_blocks(
             + (f" [{b.bypass_flag}]" if b.bypass_flag else "")
             for b in d.blockers
         ]
-        blockers = _bullets(lines, labels["blockers"], BLOCKERS_SHOWN, lang)
+        blockers = _bullets(lines, label("blockers"), BLOCKERS_SHOWN, lang)
         blocks.append(SectionBlock(block_id="gpubot.blockers", text=_mrkdwn(blockers, 3000)))
-    check_first = f"*{escape(labels['check_first'])}*: {escape(d.check_first)}"
+    check_first = f"*{escape(label('check_first'))}*: {escape(d.check_first)}"
     blocks.append(
         SectionBlock(block_id="gpubot.check-first", text=_mrkdwn(check_first, SECTION_TEXT_MAX))
     )
     if d.runbook:
-        blocks.append(_runbook(d, labels["runbook"], lang))
+        blocks.append(_runbook(d, label("runbook"), lang))
     if d.rollback:
-        rollback = f"*{escape(labels['rollback'])}*: {escape(d.rollback)}"
+        rollback = f"*{escape(label('rollback'))}*: {escape(d.rollback)}"
         blocks.append(
             SectionBlock(block_id="gpubot.rollback", text=_mrkdwn(rollback, SECTION_TEXT_MAX))
         )
     if not requests and d.proposals:
-        proposed = _proposals_text(d, labels["proposals"], labels)
+        proposed = _proposals_text(d, label("proposals"), lang)
         blocks.append(
             SectionBlock(block_id="gpubot.proposed", text=_mrkdwn(proposed, SECTION_TEXT_MAX))
         )
@@ -568,7 +499,7 @@ def diagnosis_blocks(
     for request in shown:
         blocks.extend(request_blocks(request, lang))
     if len(shown) < len(requests):
-        more = text["more"].format(n=len(requests) - len(shown))
+        more = say(lang, "message.more", n=len(requests) - len(shown))
         blocks.append(ContextBlock(block_id="gpubot.requests-more", elements=[_mrkdwn(more, 3000)]))
     value = incident or next((r.incident for r in requests if r.incident), None)
     blocks.append(incident_block(fit(value or diagnosis_key(d), BUTTON_VALUE_MAX), lang))

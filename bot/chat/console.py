@@ -1,4 +1,10 @@
-"""Diagnoses for a terminal (rich) and for Markdown: what `gpubot diagnose` and `demo` show."""
+"""Diagnoses for a terminal (rich) and for Markdown: what `gpubot diagnose` and `demo` show.
+
+Why it exists: the on-call reads a diagnosis in a terminal as often as in Slack, and must read
+the same there. What it must never do: word a label or a line itself — the labels are the
+catalogue's (`message.*` in bot/texts/chat_texts.py), shared with the Slack message
+(`bot.chat.blocks`), so both say the same in both languages.
+"""
 
 from __future__ import annotations
 
@@ -20,46 +26,10 @@ EVIDENCE_SHOWN = 10
 """Evidence lines a chat message shows (Slack and console); the timeline keeps them all."""
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-LABELS = {
-    Lang.EN: {
-        "registered": "Registered?",
-        "gpu_visible": "GPUs visible?",
-        "workloads": "Why didn't workloads go?",
-        "scope": "How wide?",
-        "stage": "stage",
-        "evidence": "Evidence",
-        "blockers": "Blockers",
-        "causes": "Likely causes",
-        "check_first": "Check first",
-        "runbook": "Runbook",
-        "rollback": "Rollback",
-        "proposals": "Proposed",
-        "approval": "needs approval",
-        "none": "no action: observe",
-        "healthy": "No diagnosis: nothing in the snapshot matches a rule.",
-        "more": "… {n} more in the timeline",
-        "many": "{n} diagnoses, shown as Markdown (up to {max} are drawn as panels)",
-    },
-    Lang.ZH: {
-        "registered": "节点注册了吗？",
-        "gpu_visible": "GPU 被调度器看见了吗？",
-        "workloads": "工作负载为什么没走？",
-        "scope": "变更范围多大？",
-        "stage": "阶段",
-        "evidence": "证据",
-        "blockers": "阻塞项",
-        "causes": "可能原因",
-        "check_first": "先查",
-        "runbook": "处置步骤",
-        "rollback": "回滚",
-        "proposals": "建议操作",
-        "approval": "需审批",
-        "none": "无操作：继续观察",
-        "healthy": "无诊断：快照中没有匹配任何规则的问题。",
-        "more": "… 另有 {n} 条，见时间线",
-        "many": "共 {n} 条诊断，以 Markdown 显示（不超过 {max} 条时以面板显示）",
-    },
-}
+
+QUESTIONS = ("registered", "gpu_visible", "workloads", "scope")
+"""The four questions every diagnosis answers, in the order shown; each is a field of
+`Questions` and its label is the catalogue's `message.<question>`."""
 
 
 def _subject(d: Diagnosis) -> str:
@@ -68,14 +38,16 @@ def _subject(d: Diagnosis) -> str:
     return f"pool {d.pool}" if d.pool else "cluster"
 
 
-def _proposal_lines(d: Diagnosis, labels: dict[str, str]) -> list[str]:
+def proposal_lines(d: Diagnosis, lang: Lang) -> list[str]:
+    """What the diagnosis proposes, one line a proposal, as the console and Slack show it."""
     lines = []
     for p in d.proposals:
         if p.action.value == "none":
-            lines.append(labels["none"])
+            lines.append(say(lang, "message.none"))
         else:
             force = " --force" if p.force else ""
-            lines.append(f"{p.action.value}{force} {p.node or ''} ({labels['approval']})")
+            needs = say(lang, "message.approval")
+            lines.append(f"{p.action.value}{force} {p.node or ''} ({needs})")
     return lines
 
 
@@ -145,7 +117,7 @@ def render_panel(d: Diagnosis, evidence_shown: int | None = None) -> Panel:
     timeline holds, as in Slack (a thousand alerts must not make a thousand-line message).
     The runbook is not in the panel: `print_diagnosis` prints it below, where a command is
     never wrapped."""
-    labels = LABELS[d.lang]
+    lang = d.lang
     body = Table.grid(padding=(0, 1))
     body.add_column(style="bold", no_wrap=True)
     # fold, never ellipsis: a runbook step cut short at 3 a.m. is worse than a long panel
@@ -156,28 +128,28 @@ def render_panel(d: Diagnosis, evidence_shown: int | None = None) -> Panel:
 
     row("", Prose(d.title, "bold"))
     body.add_row(Text(""), Text(d.rule, style="dim", overflow="fold"))
-    row(labels["stage"], stage_name(d.stage, d.lang))
+    row(say(lang, "message.stage"), stage_name(d.stage, lang))
     row("", d.summary)
-    for key in ("registered", "gpu_visible", "workloads", "scope"):
-        row(labels[key], getattr(d.questions, key))
+    for key in QUESTIONS:
+        row(say(lang, f"message.{key}"), getattr(d.questions, key))
     if d.evidence:
         shown = d.evidence if evidence_shown is None else d.evidence[:evidence_shown]
         lines = [f"• {e}" for e in shown]
         if len(shown) < len(d.evidence):
-            lines.append(labels["more"].format(n=len(d.evidence) - len(shown)))
-        row(labels["evidence"], "\n".join(lines))
+            lines.append(say(lang, "message.more", n=len(d.evidence) - len(shown)))
+        row(say(lang, "message.evidence"), "\n".join(lines))
     if d.blockers:
         row(
-            labels["blockers"],
+            say(lang, "message.blockers"),
             "\n".join(
                 f"• {b.kind}: {b.namespace}/{b.pod} — {b.detail}"
                 + (f" [{b.bypass_flag}]" if b.bypass_flag else "")
                 for b in d.blockers
             ),
         )
-    row(labels["check_first"], d.check_first)
-    row(labels["rollback"], d.rollback)
-    row(labels["proposals"], "\n".join(_proposal_lines(d, labels)))
+    row(say(lang, "message.check_first"), d.check_first)
+    row(say(lang, "message.rollback"), d.rollback)
+    row(say(lang, "message.proposals"), "\n".join(proposal_lines(d, lang)))
     style = _STYLE[d.severity]
     return Panel(body, title=_title(d), title_align="left", border_style=style)
 
@@ -186,8 +158,7 @@ def print_runbook(d: Diagnosis, console: Console) -> None:
     """The runbook's steps below the panel, each command on its own line, never soft-wrapped
     and never cropped: copied from any terminal width, it is the whole command. (A terminal
     may still fold a long line on screen; copying it gives back the one line.)"""
-    labels = LABELS[d.lang]
-    console.print(Text(labels["runbook"], style="bold"))
+    console.print(Text(say(d.lang, "message.runbook"), style="bold"))
     for number, step in enumerate(d.runbook, 1):
         head = f" {number}. "
         for index, line in enumerate(Prose(step.text).lines(console.width - len(head))):
@@ -208,10 +179,10 @@ PANELS_MAX = 50
 
 def print_diagnoses(diagnoses: list[Diagnosis], console: Console, lang: Lang) -> None:
     if not diagnoses:
-        console.print(LABELS[lang]["healthy"])
+        console.print(say(lang, "message.healthy"))
         return
     if len(diagnoses) > PANELS_MAX:
-        many = LABELS[lang]["many"].format(n=len(diagnoses), max=PANELS_MAX)
+        many = say(lang, "message.many", n=len(diagnoses), max=PANELS_MAX)
         console.file.write(f"{many}\n\n{render_markdown(diagnoses, lang)}\n")
         return
     for d in diagnoses:
@@ -219,32 +190,35 @@ def print_diagnoses(diagnoses: list[Diagnosis], console: Console, lang: Lang) ->
 
 
 def render_markdown(diagnoses: list[Diagnosis], lang: Lang) -> str:
-    labels = LABELS[lang]
+
+    def label(key: str) -> str:
+        return say(lang, f"message.{key}")
+
     if not diagnoses:
-        return labels["healthy"] + "\n"
+        return label("healthy") + "\n"
     out: list[str] = []
     for d in diagnoses:
         out.append(f"## {d.severity.value.upper()}: {d.title} — {_subject(d)}")
-        out.append(f"`{d.rule}` · {labels['stage']}: **{stage_name(d.stage, lang)}**\n")
+        out.append(f"`{d.rule}` · {label('stage')}: **{stage_name(d.stage, lang)}**\n")
         out.append(d.summary + "\n")
-        for key in ("registered", "gpu_visible", "workloads", "scope"):
-            out.append(f"- **{labels[key]}** {getattr(d.questions, key)}")
+        for key in QUESTIONS:
+            out.append(f"- **{label(key)}** {getattr(d.questions, key)}")
         if d.evidence:
-            out.append(f"\n**{labels['evidence']}**\n")
+            out.append(f"\n**{label('evidence')}**\n")
             out.extend(f"- {e}" for e in d.evidence)
         if d.blockers:
-            out.append(f"\n**{labels['blockers']}**\n")
+            out.append(f"\n**{label('blockers')}**\n")
             out.extend(f"- {b.kind}: `{b.namespace}/{b.pod}` — {b.detail}" for b in d.blockers)
-        out.append(f"\n**{labels['check_first']}**: {d.check_first}\n")
-        out.append(f"**{labels['runbook']}**\n")
+        out.append(f"\n**{label('check_first')}**: {d.check_first}\n")
+        out.append(f"**{label('runbook')}**\n")
         for number, step in enumerate(d.runbook, 1):
             out.append(f"{number}. {step.text}")
             if step.commands:
                 out.append("   ```")
                 out.extend(f"   {c}" for c in step.commands)
                 out.append("   ```")
-        out.append(f"\n**{labels['rollback']}**: {d.rollback}\n")
-        out.append(f"**{labels['proposals']}**: " + "; ".join(_proposal_lines(d, labels)) + "\n")
+        out.append(f"\n**{label('rollback')}**: {d.rollback}\n")
+        out.append(f"**{label('proposals')}**: " + "; ".join(proposal_lines(d, lang)) + "\n")
     return "\n".join(out)
 
 

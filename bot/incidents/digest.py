@@ -71,6 +71,7 @@ from bot.errors import InputError
 from bot.incidents.lifecycle import first_opened, reopened, superseded_in_place
 from bot.model import Action, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
 from bot.ports import Store
+from bot.texts import say
 
 TOP_SYMPTOMS = 5
 BAR_WIDTH = 20
@@ -356,30 +357,22 @@ def _span(seconds: float, lang: Lang) -> str:
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
-    if lang is Lang.ZH:
-        if days:
-            return f"{days} 天 {hours} 小时"
-        if hours:
-            return f"{hours} 小时 {minutes} 分"
-        return f"{minutes} 分 {secs} 秒"
     if days:
-        return f"{days}d {hours}h"
+        return say(lang, "digest.span.days", days=days, hours=hours)
     if hours:
-        return f"{hours}h {minutes:02d}m"
-    return f"{minutes}m {secs:02d}s"
+        return say(lang, "digest.span.hours", hours=hours, minutes=minutes)
+    return say(lang, "digest.span.minutes", minutes=minutes, secs=secs)
 
 
 def _window(window: timedelta, lang: Lang) -> str:
     seconds = int(window.total_seconds())
-    zh = lang is Lang.ZH
     if seconds % 86400 == 0 and seconds > 86400:
-        n = seconds // 86400
-        return f"过去 {n} 天" if zh else f"Last {n} days"
+        return say(lang, "digest.window.days", n=seconds // 86400)
+    if seconds == 3600:
+        return say(lang, "digest.window.hour")
     if seconds % 3600 == 0:
-        n = seconds // 3600
-        return f"过去 {n} 小时" if zh else f"Last {n} hours" if n != 1 else "Last hour"
-    n = max(1, seconds // 60)
-    return f"过去 {n} 分钟" if zh else f"Last {n} minutes"
+        return say(lang, "digest.window.hours", n=seconds // 3600)
+    return say(lang, "digest.window.minutes", n=max(1, seconds // 60))
 
 
 def _chart(rows: Sequence[tuple[str, int]]) -> list[str]:
@@ -394,53 +387,33 @@ def _chart(rows: Sequence[tuple[str, int]]) -> list[str]:
     ]
 
 
-_NOTES: dict[Lang, dict[str, str]] = {
-    Lang.EN: {
-        "cordoned-by-gpubot": "cordoned by gpubot",
-        "cordoned-by-hand": "cordoned by hand",
-        "not-ready": "not Ready",
-        "no-incident": "no open incident",
-    },
-    Lang.ZH: {
-        "cordoned-by-gpubot": "由 gpubot 封锁",
-        "cordoned-by-hand": "手动封锁",
-        "not-ready": "未就绪",
-        "no-incident": "无未解决的事件",
-    },
-}
-
-
 def _counts(digest: Digest, lang: Lang) -> str:
     """The first line: incidents opened, resolved, superseded; flapped ones and their reopen
     cycles apart."""
     window = _window(digest.until - digest.since, lang)
-    if lang is Lang.ZH:
-        line = f"{window}：新开 {digest.opened} 起，已解决 {digest.resolved} 起"
-        if digest.superseded:
-            line += f"，被取代 {digest.superseded} 起"
-        if digest.reopened:
-            line += f"；反复发作 {digest.flapped} 起，重开 {digest.reopened} 次"
-        return line
-    line = f"{window}: {digest.opened} opened, {digest.resolved} resolved"
+    line = say(lang, "digest.counts", window=window, opened=digest.opened, resolved=digest.resolved)
     if digest.superseded:
-        line += f", {digest.superseded} superseded"
+        line += say(lang, "digest.counts.superseded", superseded=digest.superseded)
     if digest.reopened:
-        cycles = "reopen cycle" if digest.reopened == 1 else "reopen cycles"
-        line += f"; {digest.flapped} flapped, {digest.reopened} {cycles}"
+        key = "digest.counts.reopened_once" if digest.reopened == 1 else "digest.counts.reopened"
+        line += say(lang, key, flapped=digest.flapped, reopened=digest.reopened)
     return line
 
 
 def _what(rules: str, notes: Sequence[OutNote], lang: Lang) -> str:
     """The incidents holding a node out, and how it is out where that is not gpubot's own
     cordon: `xid-79 (not Ready)`, `cordoned by hand, no open incident`."""
-    words = _NOTES[lang]
-    comma = "，" if lang is Lang.ZH else ", "
+    comma = say(lang, "list.comma")
     if not rules:
-        return comma.join([*(words[n] for n in notes), words["no-incident"]])
-    told = [words[n] for n in notes if n != "cordoned-by-gpubot"]
+        noted = [
+            *(say(lang, f"digest.note.{n}") for n in notes),
+            say(lang, "digest.note.no-incident"),
+        ]
+        return comma.join(noted)
+    told = [say(lang, f"digest.note.{n}") for n in notes if n != "cordoned-by-gpubot"]
     if not told:
         return rules
-    return f"{rules}（{comma.join(told)}）" if lang is Lang.ZH else f"{rules} ({comma.join(told)})"
+    return say(lang, "digest.noted", rules=rules, notes=comma.join(told))
 
 
 def still_out_note(digest: Digest, lang: Lang = Lang.EN) -> str | None:
@@ -448,70 +421,49 @@ def still_out_note(digest: Digest, lang: Lang = Lang.EN) -> str | None:
     those the timelines show. None when the cluster was read."""
     if digest.still_out_live:
         return None
-    if lang is Lang.ZH:
-        return "（下线节点仅依据事件时间线，未读取集群。）"
-    return "(Nodes out of service as far as the timelines show: the cluster was not read.)"
+    return say(lang, "digest.from_timelines")
 
 
 def digest_lines(digest: Digest, lang: Lang = Lang.EN) -> list[str]:
     """The digest as plain lines (the chart needs a monospace font: a code block in Slack).
     Times are shown in the zone of `digest.until`."""
-    zh = lang is Lang.ZH
     window = _window(digest.until - digest.since, lang)
     if digest.quiet:
-        if zh:
-            return [f"{window}：平安无事，没有事件，所有节点都在正常服务。"]
-        day = "quiet day" if digest.until - digest.since <= timedelta(days=1) else "all quiet"
-        return [f"{window}: {day}: no incidents, every node in service."]
+        one_day = digest.until - digest.since <= timedelta(days=1)
+        return [say(lang, "digest.quiet_day" if one_day else "digest.all_quiet", window=window)]
 
     lines = [_counts(digest, lang)]
     zone = digest.until.tzinfo
     if digest.still_out:
-        count = len(digest.still_out)
-        lines.append(
-            f"仍处于下线状态的节点（{count} 个）：" if zh else f"Still out of service ({count}):"
-        )
+        lines.append(say(lang, "digest.still_out", count=len(digest.still_out)))
         width = max(len(node) for node, _, _ in digest.still_out)
         for node, since, rules in digest.still_out:
             what = _what(rules, digest.out_notes.get(node, ()), lang)
             if since is None:
-                lines.append(
-                    f"  {node.ljust(width)}  {'起始时间不明' if zh else 'since unknown'}  {what}"
-                )
-                continue
-            shown = since.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
-            lasted = _span((digest.until - since).total_seconds(), lang)
-            if zh:
-                lines.append(f"  {node.ljust(width)}  自 {shown} 起（已 {lasted}）  {what}")
+                when = say(lang, "digest.since_unknown")
             else:
-                lines.append(f"  {node.ljust(width)}  since {shown} ({lasted})  {what}")
+                shown = since.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z")
+                lasted = _span((digest.until - since).total_seconds(), lang)
+                when = say(lang, "digest.since", shown=shown, lasted=lasted)
+            lines.append(f"  {node.ljust(width)}  {when}  {what}")
     else:
-        lines.append("没有节点处于下线状态" if zh else "No node out of service")
+        lines.append(say(lang, "digest.none_out"))
 
     if digest.repeat_offenders:
-        if zh:
-            nodes = "、".join(f"{n}（{c} 次）" for n, c in digest.repeat_offenders)
-            lines.append(f"反复出问题的节点：{nodes}")
-        else:
-            nodes = ", ".join(f"{n} ({c}×)" for n, c in digest.repeat_offenders)
-            lines.append(f"Repeat offenders: {nodes}")
+        nodes = say(lang, "list.enumeration").join(
+            say(lang, "digest.offender", node=n, count=c) for n, c in digest.repeat_offenders
+        )
+        lines.append(say(lang, "digest.offenders", nodes=nodes))
 
     if digest.top_symptoms:
-        lines.append("最常见的症状：" if zh else "Most frequent symptoms:")
+        lines.append(say(lang, "digest.top"))
         lines.extend(_chart(digest.top_symptoms))
 
     if digest.median_recover_s is None:
-        lines.append(
-            "恢复时间中位数：无（没有已解决的事件）"
-            if zh
-            else "Median time to recover: none resolved"
-        )
+        lines.append(say(lang, "digest.median_none"))
     else:
         median = _span(digest.median_recover_s, lang)
-        if zh:
-            lines.append(f"恢复时间中位数：{median}（共 {digest.resolved} 起已解决）")
-        else:
-            lines.append(f"Median time to recover: {median} (over {digest.resolved} resolved)")
+        lines.append(say(lang, "digest.median", median=median, resolved=digest.resolved))
     return lines
 
 

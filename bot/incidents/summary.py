@@ -32,34 +32,7 @@ from datetime import timedelta
 
 from bot.incidents.lifecycle import reopened
 from bot.model import Incident, IncidentState, Lang, TimelineEntry
-from bot.texts import state_name
-
-_LABELS = {
-    Lang.EN: {
-        "duration": "Duration",
-        "reopened": "Reopened",
-        "seen": "Seen",
-        "decided": "Decided",
-        "done": "Done",
-        "outcome": "Outcome",
-        "to_approve": "Time to approve",
-        "to_recover": "Time to recover",
-        "open": "still open",
-        "none": "none",
-    },
-    Lang.ZH: {
-        "duration": "持续时间",
-        "reopened": "重开",
-        "seen": "观察到",
-        "decided": "决策",
-        "done": "已执行",
-        "outcome": "结果",
-        "to_approve": "审批耗时",
-        "to_recover": "恢复耗时",
-        "open": "仍未解决",
-        "none": "无",
-    },
-}
+from bot.texts import say, state_name
 
 
 @dataclass(frozen=True)
@@ -128,9 +101,7 @@ def _span(value: timedelta | None, fallback: str) -> str:
 
 
 def _times(n: int, lang: Lang) -> str:
-    if lang is Lang.ZH:
-        return f"{n} 次"
-    return "once" if n == 1 else f"{n} times"
+    return say(lang, "summary.once") if n == 1 else say(lang, "summary.times", n=n)
 
 
 def _outcome(summary: Summary, lang: Lang) -> str:
@@ -138,27 +109,26 @@ def _outcome(summary: Summary, lang: Lang) -> str:
     state = state_name(summary.outcome, lang)
     if not summary.outcome_reason:
         return state
-    return (
-        f"{state}：{summary.outcome_reason}"
-        if lang is Lang.ZH
-        else f"{state}: {summary.outcome_reason}"
-    )
+    return say(lang, "summary.ended", state=state, reason=summary.outcome_reason)
 
 
 def summary_lines(summary: Summary, lang: Lang = Lang.EN) -> list[tuple[str, str]]:
     """(label, text) pairs, for a terminal table, Markdown or a Slack section. The reopen
     line only for an incident that reopened."""
-    labels = _LABELS[lang]
-    none = labels["none"]
-    lines = [(labels["duration"], _span(summary.duration, labels["open"]))]
+
+    def label(key: str) -> str:
+        return say(lang, f"summary.{key}")
+
+    none, still_open = label("none"), label("open")
+    lines = [(label("duration"), _span(summary.duration, still_open))]
     if summary.reopened:
-        lines.append((labels["reopened"], _times(summary.reopened, lang)))
+        lines.append((label("reopened"), _times(summary.reopened, lang)))
     return [
         *lines,
-        (labels["seen"], "\n".join(summary.seen) or none),
-        (labels["decided"], "\n".join(summary.decided) or none),
-        (labels["done"], "\n".join(summary.done) or none),
-        (labels["outcome"], _outcome(summary, lang)),
-        (labels["to_approve"], _span(summary.time_to_approve, none)),
-        (labels["to_recover"], _span(summary.time_to_recover, labels["open"])),
+        (label("seen"), "\n".join(summary.seen) or none),
+        (label("decided"), "\n".join(summary.decided) or none),
+        (label("done"), "\n".join(summary.done) or none),
+        (label("outcome"), _outcome(summary, lang)),
+        (label("to_approve"), _span(summary.time_to_approve, none)),
+        (label("to_recover"), _span(summary.time_to_recover, still_open)),
     ]

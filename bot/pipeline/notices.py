@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from bot.model import Lang, Signal
 from bot.ports import Chat
+from bot.texts import say
 
 NAMES_SHOWN = 8
 """Alert names counted in one notice; the rest are "and N more names"."""
@@ -28,8 +29,6 @@ TEXT_MAX = 120
 
 LABELS_MAX = 800
 """How much of one example's labels a notice shows."""
-
-_STATUS_ZH = {"firing": "触发中", "resolved": "已恢复"}
 
 
 def _cut(text: str, limit: int = TEXT_MAX) -> str:
@@ -47,48 +46,29 @@ def _nodeless(signals: Sequence[Signal], group: str, lang: Lang) -> str:
         ", ".join(f"{_cut(k)}={_cut(v)}" for k, v in sorted(first.labels.items())), LABELS_MAX
     )
     if len(signals) == 1:
-        if lang is Lang.ZH:
-            return (
-                f"告警 {_cut(first.name)}（{_STATUS_ZH[first.status]}）未指明节点：节点未知，"
-                f"不会为它创建事件。它的标签：{labels}"
-            )
-        return (
-            f"alert {_cut(first.name)} ({first.status}) names no node: node unknown, so no "
-            f"incident is opened for it. Its labels: {labels}"
-        )
+        status = say(lang, "notice.firing" if first.status == "firing" else "notice.resolved")
+        return say(lang, "notice.nodeless", name=_cut(first.name), status=status, labels=labels)
     firing = sum(1 for s in signals if s.status == "firing")
     shown = names.most_common(NAMES_SHOWN)
     more = len(names) - len(shown)
-    if lang is Lang.ZH:
-        counted = "、".join(f"{_cut(name)} ×{n}" for name, n in shown)
-        if more:
-            counted += f"，另有 {more} 个告警名"
-        return (
-            f"Alertmanager 分组 {_cut(group)} 中有 {len(signals)} 条告警未指明节点"
-            f"（{firing} 条触发中，{len(signals) - firing} 条已恢复）：节点未知，不会为它们"
-            f"创建事件。按名称：{counted}。第一条 {_cut(first.name)} 的标签：{labels}"
-        )
-    counted = ", ".join(f"{_cut(name)} ×{n}" for name, n in shown)
+    counted = say(lang, "list.enumeration").join(f"{_cut(name)} ×{n}" for name, n in shown)
     if more:
-        counted += f", and {more} more name{'s' if more > 1 else ''}"
-    return (
-        f"{len(signals)} alerts of Alertmanager group {_cut(group)} name no node "
-        f"({firing} firing, {len(signals) - firing} resolved): node unknown, so no incident "
-        f"is opened for them. By name: {counted}. Labels of the first, {_cut(first.name)}: "
-        f"{labels}"
+        counted += say(lang, "notice.more_names" if more > 1 else "notice.more_name", more=more)
+    return say(
+        lang,
+        "notice.nodeless_many",
+        count=len(signals),
+        group=_cut(group),
+        firing=firing,
+        resolved=len(signals) - firing,
+        counted=counted,
+        first=_cut(first.name),
+        labels=labels,
     )
 
 
 def _truncated(count: int, group: str, lang: Lang) -> str:
-    if lang is Lang.ZH:
-        return (
-            f"Alertmanager 截断了分组 {_cut(group)} 的 {count} 条告警："
-            "请调大 max_alerts，或到 Alertmanager 中查看"
-        )
-    return (
-        f"Alertmanager truncated {count} alert(s) of group {_cut(group)}: raise max_alerts "
-        "or look in Alertmanager"
-    )
+    return say(lang, "notice.truncated", count=count, group=_cut(group))
 
 
 def notices(batch: Sequence[Signal], lang: Lang = Lang.EN) -> list[str]:

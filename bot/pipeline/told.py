@@ -22,21 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.model import Blocker, Diagnosis, Lang
-
-_SAID = {
-    Lang.EN: {
-        "updated": "updated: ",
-        "gone": "no longer in the drain's way: {items}",
-        "new": "now in the drain's way: {items}",
-        "join": "; ",
-    },
-    Lang.ZH: {
-        "updated": "已更新：",
-        "gone": "不再阻塞排空：{items}",
-        "new": "新增阻塞排空：{items}",
-        "join": "；",
-    },
-}
+from bot.texts import say
 
 
 def _key(blocker: Blocker) -> tuple[str, str, str]:
@@ -60,13 +46,13 @@ class Revision:
 
 
 def revision_note(gone: tuple[str, ...], new: tuple[str, ...], lang: Lang) -> str:
-    said = _SAID[lang]
+    join = say(lang, "list.semicolon").join
     parts = []
     if gone:
-        parts.append(said["gone"].format(items=said["join"].join(gone)))
+        parts.append(say(lang, "told.gone", items=join(gone)))
     if new:
-        parts.append(said["new"].format(items=said["join"].join(new)))
-    return said["updated"] + said["join"].join(parts)
+        parts.append(say(lang, "told.new", items=join(new)))
+    return say(lang, "told.updated") + join(parts)
 
 
 class Told:

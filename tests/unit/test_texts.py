@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from string import Formatter
@@ -12,8 +14,8 @@ from typing import get_args
 import pytest
 
 from bot.incidents.lifecycle import supersession, withdrawal, withdrawal_text
-from bot.model import IncidentState, Lang, Stage, TimelineKind
-from bot.texts import KINDS, STAGES, STATES, TEXTS, say
+from bot.model import IncidentState, Lang, Severity, Stage, TimelineKind
+from bot.texts import KINDS, PARTS, SEVERITIES, STAGES, STATES, TEXTS, say
 
 
 def _blanks(template: str) -> set[str]:
@@ -26,13 +28,22 @@ def _words(template: str) -> str:
     return " ".join(re.findall(r"[A-Za-z]{3,}", text))
 
 
+SAME_IN_BOTH: dict[str, str] = {
+    "metrics.xid": "`GPU 3: Xid 79`: GPU and Xid are names, the same in Chinese; only the "
+    "colon is Chinese",
+}
+"""Keys whose Chinese holds no Chinese word, and why that is no untranslated sentence."""
+
+
 @pytest.mark.parametrize("key", sorted(TEXTS))
 def test_every_sentence_is_in_both_languages_with_the_same_blanks(key: str) -> None:
     texts = TEXTS[key]
     assert set(texts) == set(Lang), f"{key} is not in every language"
     assert all(t.strip() for t in texts.values()), f"{key} has an empty text"
     assert _blanks(texts[Lang.EN]) == _blanks(texts[Lang.ZH]), f"{key}: different blanks"
-    if _words(texts[Lang.EN]):
+    if key in SAME_IN_BOTH:
+        assert texts[Lang.ZH] != texts[Lang.EN], f"{key}: untranslated zh"
+    elif _words(texts[Lang.EN]):
         # Chinese that is the English sentence again is an untranslated sentence.
         assert re.search(r"[\u4e00-\u9fff]", texts[Lang.ZH]), f"{key}: untranslated zh"
 
@@ -42,11 +53,35 @@ def test_every_stage_state_and_timeline_kind_has_a_name_in_both_languages() -> N
         (STAGES, list(Stage)),
         (STATES, list(IncidentState)),
         (KINDS, list(get_args(TimelineKind))),
+        (SEVERITIES, list(Severity)),
     ):
         assert set(names) == set(codes)
         for code in codes:
             assert set(names[code]) == set(Lang), code  # type: ignore[index]
             assert re.search(r"[\u4e00-\u9fff]", names[code][Lang.ZH]), code  # type: ignore[index]
+
+
+def _keys_written(part: str) -> list[str]:
+    """The keys of a part's `TEXTS` as its source writes them, repeats included: a dict
+    literal keeps the last of two equal keys without a word."""
+    tree = ast.parse(Path(str(sys.modules[part].__file__)).read_text())
+    for node in tree.body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "TEXTS"
+            and isinstance(node.value, ast.Dict)
+        ):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
+    raise AssertionError(f"{part} writes no TEXTS dict")
+
+
+def test_every_key_is_written_once_in_one_part_of_the_catalogue() -> None:
+    """Two parts (or one part twice) holding a key would say one of the sentences never."""
+    written = [key for part in PARTS for key in _keys_written(part)]
+    assert sorted(k for k, n in Counter(written).items() if n > 1) == []
+    assert set(written) == set(TEXTS)
+    assert sum(len(texts) for texts in PARTS.values()) == len(TEXTS)
 
 
 def test_say_fills_the_sentence_in_the_language_asked() -> None:
@@ -65,10 +100,12 @@ SPEAKING = [
     "bot/incidents",
     "bot/roots/serve.py",
     "bot/roots/demo.py",
+    "bot/diagnose.py",
+    "bot/facts/metric_lines.py",
 ]
 """The modules that put words before a person in the language of the settings or `--lang`
-(chat, timeline, answers to votes, the demo). The CLI's own help and the developer commands
-(rules, sim, drill) take no language."""
+(chat, timeline, answers to votes, the demo, a diagnosis and its Prometheus evidence). The
+CLI's own help and the developer commands (rules, sim, drill) take no language."""
 
 NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
     "bot/chat/console.py": ("a rich style", {"bold red"}),
@@ -138,6 +175,11 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
             "the smoke-test pod {}",
             "not started by the kubelet on {}",
         },
+    ),
+    "bot/facts/metric_lines.py": (
+        "dcgm-exporter's counter groups and NVLink counters, named as DCGM's fields name them "
+        "(NVLINK_CRC_FLIT_ERROR, ..._REMAPPED_ROWS), in either language",
+        {"CRC flit", "CRC data", "remapped rows"},
     ),
     "bot/incidents/digest.py": ("a code matched in stored text", {"superseded by incident"}),
     "bot/incidents/lifecycle.py": (

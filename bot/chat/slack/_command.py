@@ -54,7 +54,7 @@ def _status(h: Handling, node: str | None) -> str:
         states: dict[str, int] = {}
         for incident in open_:
             states[incident.state.value] = states.get(incident.state.value, 0) + 1
-        counts = say(h.lang, "slack.list_separator").join(
+        counts = say(h.lang, "list.comma").join(
             f"{n} {state_name(state, h.lang)}" for state, n in sorted(states.items())
         )
         return say(h.lang, "slack.open_count", n=len(open_), counts=counts)
