@@ -8,7 +8,8 @@ console messages now do too: every message appears, in order, in one place.
 
 `QueuedConsoleChat` renders each message as `ConsoleChat` would (rich, at the console's width
 and colours, commands never soft-wrapped) and queues the text; `ConsoleDelivery` is the
-leader's worker that writes what is due and marks it sent. A single replica prints within the
+leader's worker (the outbox's one worker, `bot.chat.delivery`) that writes what is due
+through `ConsolePrinter` and marks it sent. A single replica prints within the
 delivery's poll (it is woken at once when it queued the message itself).
 
 What it must never do: run two deliveries over one store (each would print the same lines):
@@ -24,13 +25,15 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from datetime import datetime
+from typing import TextIO, Unpack
 
 from rich.console import Console
 
 from bot.chat.console import ConsoleChat
+from bot.chat.delivery import OutboxWorker, Outcome, Refused, Sent, WorkerOptions
 from bot.clock import Clock, utcnow
-from bot.model import ActionRequest, Diagnosis, Incident, Lang
+from bot.model import ActionRequest, Diagnosis, Incident, Lang, OutboxItem
 from bot.ports import Outbox
 
 log = logging.getLogger("gpubot.console")
@@ -126,75 +129,37 @@ class QueuedConsoleChat:
         self._put(_group(request.incident), lambda chat: chat.post_result(request, text))
 
 
-class ConsoleDelivery:
-    """The leader's worker: writes what the outbox holds for the console, in order per
-    group, and marks it sent. Owns its thread (`start`, `stop`, `wake`)."""
+class ConsolePrinter:
+    """The console's `Sender`: writes a queued message's text as it is.
+
+    Owns nothing but where to write. Never sends what is not a console message (nothing here
+    could): that is refused, and the outbox records why."""
+
+    def __init__(self, out: Callable[[], TextIO]) -> None:
+        self.out = out
+
+    def send(self, item: OutboxItem, now: datetime) -> Outcome:
+        if item.method != PRINT:
+            return Refused(f"{item.method} is not a console message")
+        out = self.out()
+        out.write(str(item.payload.get("text", "")))
+        out.flush()
+        return Sent()
+
+
+class ConsoleDelivery(OutboxWorker):
+    """The leader's worker for the console: the outbox's one worker (`OutboxWorker`: its
+    thread, the order per group) printing through `ConsolePrinter`."""
 
     def __init__(
-        self,
-        outbox: Outbox,
-        out: Callable[[], TextIO],
-        *,
-        clock: Clock = utcnow,
-        batch: int = 50,
-        poll_s: float = 0.5,
+        self, outbox: Outbox, out: Callable[[], TextIO], **options: Unpack[WorkerOptions]
     ) -> None:
         """`out`: where to write, asked at each write (the process's stdout, for tests)."""
-        self.outbox = outbox
-        self.out = out
-        self.clock = clock
-        self.batch = batch
-        self.poll_s = poll_s
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> ConsoleDelivery:
-        if self._thread is not None:
-            return self  # leading again: one worker per store, never two
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="console-outbox", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
-
-    def wake(self) -> None:
-        """Something was queued: look now rather than at the next poll."""
-        self._wake.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.clear()
-            try:
-                self.deliver_once()
-            except Exception:  # the store is down, or a bug: keep the worker alive
-                log.exception("console delivery failed; trying again in %.1f s", self.poll_s)
-            self._wake.wait(self.poll_s)
-
-    def deliver_once(self) -> int:
-        """Writes every console message due (a group's next one once the one before is
-        written); returns how many."""
-        with self._lock:
-            written = 0
-            for _round in range(1000):
-                due = self.outbox.outbox_due(self.clock(), self.batch)
-                if not due:
-                    break
-                for item in due:
-                    if item.method == PRINT:
-                        out = self.out()
-                        out.write(str(item.payload.get("text", "")))
-                        out.flush()
-                        written += 1
-                        self.outbox.outbox_sent(item.id, {}, self.clock())
-                    else:  # not the console's: nothing here can send it
-                        why = f"{item.method} is not a console message"
-                        self.outbox.outbox_retry(item.id, self.clock(), why, give_up=True)
-            return written
+        super().__init__(
+            outbox,
+            ConsolePrinter(out),
+            name="console-outbox",
+            what="console",
+            log=log,
+            **options,
+        )

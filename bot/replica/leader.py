@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.clock import utcnow
+from bot.config import ServeSettings
 from bot.errors import AlreadyExists, Conflict, GpubotError, NotFound
 from bot.kube_objects import Obj, meta, spec_of
-from bot.names import NAMESPACE
 from bot.ports import Cluster
 
 Monotonic = Callable[[], float]
@@ -30,13 +30,30 @@ def _micro_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+_SERVE = ServeSettings()
+"""Where the lease's defaults come from: `gpubot serve`'s settings say them once."""
+
+
 @dataclass(frozen=True)
 class LeaseConfig:
-    name: str = "gpubot-leader"
-    namespace: str = NAMESPACE
-    lease_duration_s: float = 15.0
-    renew_deadline_s: float = 10.0
-    retry_period_s: float = 2.0
+    """The Lease the replicas contend for, and its timing: `ServeSettings`' lease fields,
+    named as the elector uses them (its defaults are theirs, so the two never disagree)."""
+
+    name: str = _SERVE.lease_name
+    namespace: str = _SERVE.lease_namespace
+    lease_duration_s: float = _SERVE.lease_duration_s
+    renew_deadline_s: float = _SERVE.renew_deadline_s
+    retry_period_s: float = _SERVE.retry_period_s
+
+    @classmethod
+    def from_settings(cls, serve: ServeSettings) -> LeaseConfig:
+        return cls(
+            name=serve.lease_name,
+            namespace=serve.lease_namespace,
+            lease_duration_s=serve.lease_duration_s,
+            renew_deadline_s=serve.renew_deadline_s,
+            retry_period_s=serve.retry_period_s,
+        )
 
 
 class LeaderElector:

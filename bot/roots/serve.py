@@ -221,13 +221,7 @@ def build_replica(
         groups_of=outgoing.groups if outgoing else lambda _user: set(),
     )
     s = settings.serve
-    lease = LeaseConfig(
-        name=s.lease_name,
-        namespace=s.lease_namespace,
-        lease_duration_s=s.lease_duration_s,
-        renew_deadline_s=s.renew_deadline_s,
-        retry_period_s=s.retry_period_s,
-    )
+    lease = LeaseConfig.from_settings(s)
     holder: list[LeaderElector] = []
     telemetry = Telemetry()
     printer: ConsoleDelivery | None = None
@@ -307,14 +301,7 @@ def build_replica(
     )
     web = build_app(
         store,
-        WebSettings.from_settings(
-            settings,
-            bearer_token=token,
-            max_body_bytes=s.max_body_bytes,
-            body_timeout_s=s.body_timeout_s,
-            store_deadline_s=s.store_deadline_s,
-            metrics_token=s.metrics_token.get_secret_value() if s.metrics_token else None,
-        ),
+        WebSettings.from_settings(settings, bearer_token=token),
         service.on_delivery,
         metrics=telemetry,
         extra_routes=(

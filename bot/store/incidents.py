@@ -6,15 +6,16 @@ conditional UPDATE, and every move is written with its timeline entry in one tra
 the timeline is the whole story (the summary and the digest are read from it alone).
 
 What it must never do: decide a move (which move is legal is `bot.incidents.lifecycle`'s,
-when to make one the service's), resolve an incident while one of its approved actions runs,
-or leave an undecided request of a resolved incident able to act (`transition` withdraws it
-in the same transaction).
+which incident a diagnosis joins `bot.incidents.grouping`'s, when to make one the
+service's), resolve an incident while one of its approved actions runs, or leave an
+undecided request of a resolved incident able to act (`transition` withdraws it in the same
+transaction).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -22,7 +23,8 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import IntegrityError
 
 from bot.errors import NotFound, StateChanged
-from bot.incidents.lifecycle import check, supersession, withdrawal
+from bot.incidents.grouping import Grouping, group, reopen_since
+from bot.incidents.lifecycle import check, withdrawal
 from bot.model import (
     Diagnosis,
     Incident,
@@ -42,10 +44,11 @@ class SqlIncidents(Part, IncidentStore):
     """The `incidents` and `timeline` tables (and, on a resolve, the withdrawal of the
     incident's undecided requests in `executions`).
 
-    Owns: grouping diagnoses into incidents (open, update, reopen within the window), moving
-    them with the state in the WHERE so a concurrent move loses (`StateChanged`), and the
-    timeline. Never: chooses a target state, or lets a resolve and a claim interleave (the
-    incident row is locked by both).
+    Owns: writing each diagnosis where `bot.incidents.grouping` puts it (read and written in
+    one transaction, the candidates locked), moving incidents with the state in the WHERE so a
+    concurrent move loses (`StateChanged`), and the timeline. Never: chooses a target state or
+    an incident for a diagnosis, or lets a resolve and a claim interleave (the incident row is
+    locked by both).
     """
 
     def record_diagnosis(
@@ -72,77 +75,42 @@ class SqlIncidents(Part, IncidentStore):
         reopen_window_s: int,
         replaces: Sequence[str],
     ) -> Recorded:
-        subject = diagnosis.subject
-        here = (incidents.c.cluster == cluster) & (incidents.c.subject == subject)
-        same = here & (incidents.c.rule == diagnosis.rule)
-        payload = diagnosis.model_dump(mode="json")
         seen = {
-            "diagnosis": payload,
+            "diagnosis": diagnosis.model_dump(mode="json"),
             "updated_at": now,
             "severity": diagnosis.severity.value,
             "title": diagnosis.title,
             "absent_since": None,
         }
         with self.db.tx() as tx:
-            row = tx.execute(
-                sa.select(incidents).where(same & (incidents.c.state != "resolved"))
-            ).first()
-            if row is not None:
-                merged = sorted({*row._mapping["signals"], *diagnosis.signals})
-                tx.execute(
-                    incidents.update()
-                    .where(incidents.c.id == row._mapping["id"])
-                    .values(signals=merged, **seen)
-                )
-                return Recorded(incident=_fetch(tx, row._mapping["id"]), change="updated")
-            older = (
-                tx.execute(
-                    sa.select(incidents)
-                    .where(
-                        here
-                        & incidents.c.rule.in_(list(replaces))
-                        & incidents.c.state.not_in(["resolved", "executing"])
-                    )
-                    .order_by(incidents.c.updated_at.desc())
-                    .limit(1)
-                    .with_for_update()
-                ).first()
-                if replaces
-                else None
-            )
-            if older is not None:
-                return self._supersede(tx, older, diagnosis, now, seen)
-            recent = tx.execute(
-                sa.select(incidents)
+            # Locked as read, so the incident the grouping chooses cannot be resolved or
+            # claimed before its move is written; in id order, so two recordings of one
+            # subject take the locks in the same order and never deadlock.
+            rows = tx.execute(
+                sa.select(*_HEAD, incidents.c.signals)
                 .where(
-                    same
-                    & (incidents.c.state == "resolved")
-                    & (incidents.c.resolved_at >= now - timedelta(seconds=reopen_window_s))
-                )
-                .order_by(incidents.c.resolved_at.desc())
-                .limit(1)
-            ).first()
-            if recent is not None:
-                incident_id = recent._mapping["id"]
-                tx.execute(
-                    incidents.update()
-                    .where(incidents.c.id == incident_id)
-                    .values(
-                        state=IncidentState.OPEN.value,
-                        reopened=incidents.c.reopened + 1,
-                        resolved_at=None,
-                        signals=sorted({*recent._mapping["signals"], *diagnosis.signals}),
-                        **seen,
+                    (incidents.c.cluster == cluster)
+                    & (incidents.c.subject == diagnosis.subject)
+                    & (
+                        (incidents.c.state != IncidentState.RESOLVED.value)
+                        | (
+                            (incidents.c.rule == diagnosis.rule)
+                            & (incidents.c.resolved_at >= reopen_since(now, reopen_window_s))
+                        )
                     )
                 )
-                text = f"fired again within {reopen_window_s // 60} min of its resolve: reopened"
-                data: dict[str, object] = {"from": "resolved", "to": "open"}
-                change: RecordChange = "reopened"
-            else:
+                .order_by(incidents.c.id)
+                .with_for_update()
+            ).all()
+            grouping = group(
+                diagnosis, [_incident(r) for r in rows], now, reopen_window_s, replaces
+            )
+            signals = {str(r.id): r.signals for r in rows}
+            if grouping.incident is None:
                 inserted = tx.execute(
                     incidents.insert().values(
                         cluster=cluster,
-                        subject=subject,
+                        subject=diagnosis.subject,
                         node=diagnosis.node,
                         pool=diagnosis.pool,
                         rule=diagnosis.rule,
@@ -153,65 +121,30 @@ class SqlIncidents(Part, IncidentStore):
                     )
                 ).inserted_primary_key
                 assert inserted is not None
-                incident_id = inserted[0]
-                text = f"opened: {diagnosis.title}"
-                data = {"to": "open", "rule": diagnosis.rule}
-                change = "new"
-            entry = TimelineEntry(
-                incident=str(incident_id), at=now, actor=GPUBOT, kind="state", text=text, data=data
+                key = inserted[0]
+            else:
+                key = int_id(grouping.incident.id)
+                if grouping.withdrawal is not None:
+                    _withdraw_undecided(tx, key, grouping.withdrawal, now)
+                merged = sorted({*signals[grouping.incident.id], *diagnosis.signals})
+                tx.execute(
+                    incidents.update()
+                    .where(incidents.c.id == key)
+                    .values(signals=merged, **seen, **_moved(grouping.change, diagnosis))
+                )
+            if grouping.change != "updated":
+                entry = TimelineEntry(
+                    incident=str(key),
+                    at=now,
+                    actor=GPUBOT,
+                    kind="state",
+                    text=_said(grouping, diagnosis, reopen_window_s),
+                    data=dict(grouping.data),
+                )
+                _append(tx, entry)
+            return Recorded(
+                incident=_fetch(tx, key), change=grouping.change, replaced=grouping.replaced
             )
-            _append(tx, entry)
-            return Recorded(incident=_fetch(tx, incident_id), change=change)
-
-    @staticmethod
-    def _supersede(
-        tx: Connection,
-        older: sa.Row[Any],
-        diagnosis: Diagnosis,
-        now: datetime,
-        seen: Mapping[str, Any],
-    ) -> Recorded:
-        """A better diagnosis of the same problem takes the incident over: same incident, same
-        thread; the earlier diagnosis' undecided requests are withdrawn with it, and the story
-        starts again (open) for the new one's proposals."""
-        m = older._mapping
-        key, previous, state = m["id"], m["rule"], IncidentState(m["state"])
-        check(str(key), state, IncidentState.OPEN)
-        why = f"superseded: {previous} -> {diagnosis.rule} ({diagnosis.title})"
-        _withdraw_undecided(
-            tx,
-            key,
-            supersession(str(key), now, diagnosis.rule, diagnosis.title, previous),
-            now,
-        )
-        tx.execute(
-            incidents.update()
-            .where(incidents.c.id == key)
-            .values(
-                rule=diagnosis.rule,
-                state=IncidentState.OPEN.value,
-                held_until=None,
-                signals=sorted({*m["signals"], *diagnosis.signals}),
-                **seen,
-            )
-        )
-        _append(
-            tx,
-            TimelineEntry(
-                incident=str(key),
-                at=now,
-                actor=GPUBOT,
-                kind="state",
-                text=why,
-                data={
-                    "from": state.value,
-                    "to": IncidentState.OPEN.value,
-                    "superseded": previous,
-                    "rule": diagnosis.rule,
-                },
-            ),
-        )
-        return Recorded(incident=_fetch(tx, key), change="superseded", replaced=previous)
 
     def hold(self, incident_id: str, until: datetime | None) -> None:
         with self.db.tx() as tx:
@@ -389,6 +322,29 @@ def _incident(row: sa.Row[Any]) -> Incident:
         held_until=m["held_until"],
         absent_since=m["absent_since"],
     )
+
+
+def _said(grouping: Grouping, diagnosis: Diagnosis, reopen_window_s: int) -> str:
+    """A move's timeline line, worded in English as the store has always kept it (the data
+    beside it is what code reads)."""
+    if grouping.change == "reopened":
+        return f"fired again within {reopen_window_s // 60} min of its resolve: reopened"
+    if grouping.change == "superseded":
+        return f"superseded: {grouping.replaced} -> {diagnosis.rule} ({diagnosis.title})"
+    return f"opened: {diagnosis.title}"
+
+
+def _moved(change: RecordChange, diagnosis: Diagnosis) -> dict[str, Any]:
+    """What a move sets beyond what every sighting sets (an update moves nothing)."""
+    if change == "superseded":
+        return {"rule": diagnosis.rule, "state": IncidentState.OPEN.value, "held_until": None}
+    if change == "reopened":
+        return {
+            "state": IncidentState.OPEN.value,
+            "reopened": incidents.c.reopened + 1,
+            "resolved_at": None,
+        }
+    return {}
 
 
 def _fetch(tx: Connection, key: Any) -> Incident:

@@ -35,7 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from bot.config import Settings
+from bot.config import ServeSettings, Settings
 from bot.errors import InputError, StoreUnavailable
 from bot.ports import SignalStore
 from bot.process.bodies import CLOSE_CONNECTION, BodyTooLarge, BodyTooSlow, read_body
@@ -53,6 +53,10 @@ MiB = 1 << 20
 PARSE_ON_LOOP_BYTES = 64 * 1024
 # An error message echoes a field path; a path may hold a label key of any length.
 MAX_ERROR_TEXT = 500
+
+
+_SERVE = ServeSettings()
+"""Where the webhook's defaults come from: `gpubot serve`'s settings say them once."""
 
 
 def _default_node_labels() -> list[str]:
@@ -74,10 +78,10 @@ class WebSettings(BaseModel):
     (surrounding whitespace dropped, as Alertmanager drops it from a `credentials_file`)."""
     basic_auth: dict[str, Password] = Field(default_factory=dict, repr=False)
     """User → password, as Alertmanager's `http_config.basic_auth` sends them."""
-    max_body_bytes: int = Field(default=MiB, gt=0)
-    body_timeout_s: float = Field(default=10.0, gt=0)
+    max_body_bytes: int = Field(default=_SERVE.max_body_bytes, gt=0)
+    body_timeout_s: float = Field(default=_SERVE.body_timeout_s, gt=0)
     """A body not complete this long after its first byte was awaited is a 408."""
-    store_deadline_s: float = Field(default=5.0, gt=0)
+    store_deadline_s: float = Field(default=_SERVE.store_deadline_s, gt=0)
     """A delivery the store has not committed within this is a 503 with Retry-After."""
     retry_after_s: int = Field(default=5, ge=0)
     """The Retry-After of a 503."""
@@ -88,7 +92,18 @@ class WebSettings(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings, **values: Any) -> WebSettings:
-        return cls(node_labels=list(settings.node_labels), **values)
+        """The webhook's part of `settings` (the token is the caller's to read: it may come
+        from a file), under `values`."""
+        serve = settings.serve
+        metrics_token = serve.metrics_token
+        given: dict[str, Any] = {
+            "max_body_bytes": serve.max_body_bytes,
+            "body_timeout_s": serve.body_timeout_s,
+            "store_deadline_s": serve.store_deadline_s,
+            "metrics_token": metrics_token.get_secret_value() if metrics_token else None,
+            "node_labels": list(settings.node_labels),
+        }
+        return cls(**{**given, **values})
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
