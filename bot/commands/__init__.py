@@ -1229,7 +1229,3 @@ def main() -> None:  # pragma: no cover - console entry
 
         end_now(done.code)  # returns unless the command asked to end at once
         raise
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
