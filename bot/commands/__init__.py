@@ -10,29 +10,37 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from enum import StrEnum
-from functools import cache, wraps
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bot.clock import utcnow
+from bot.commands.plain_help import PlainArguments
+from bot.commands.shared import (
+    ConfigOption,
+    Format,
+    LangOption,
+    StoreUrlOption,
+    handles_bad_input,
+)
+from bot.commands.shared import console as _console
+from bot.commands.shared import read_settings as _settings
+from bot.commands.shared import report_errors as _report_rule_errors
+from bot.commands.shared import settings_said as _settings_said
+from bot.commands.shared import stderr as _stderr
 from bot.errors import GpubotError, InputError
 from bot.model import Lang
 from bot.process.logs import LogFormat
 from bot.texts import say, state_name
 
 if TYPE_CHECKING:
-    # typer carries its own click: these are the types its commands are called with.
     from rich.console import Console
-    from typer._click import Context, HelpFormatter, Parameter
 
     from bot.config import Settings
     from bot.diagnose import DiagnoseResult
@@ -83,90 +91,6 @@ app.add_typer(sim_app, name="sim")
 db_app = typer.Typer(rich_markup_mode=None, help="The store's schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-@cache
-def _stderr() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def _console() -> Console:
-    from rich.console import Console
-
-    return Console()
-
-
-class Format(StrEnum):
-    TEXT = "text"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
-
-def _fail(message: str) -> typer.Exit:
-    _stderr().print(f"error: {message}", markup=False)
-    return typer.Exit(2)
-
-
-def handles_bad_input(command: Callable[P, R]) -> Callable[P, R]:
-    @wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except GpubotError as exc:
-            raise _fail(str(exc)) from None
-
-    return wrapper
-
-
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        metavar="FILE",
-        help="YAML settings file. Default: $GPUBOT_CONFIG, else ~/.config/gpubot/settings.yaml "
-        "if it exists (`gpubot init` writes it), else the embedded defaults. GPUBOT_* "
-        "environment variables override it.",
-    ),
-]
-StoreUrlOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store-url",
-        metavar="URL",
-        help="The store `gpubot serve` uses (sqlite:///FILE or postgresql://...); default: "
-        "store_url in the settings.",
-    ),
-]
-LangOption = Annotated[Lang | None, typer.Option("--lang", help="Language of the texts.")]
-
-
-def _settings(config: Path | None) -> Settings:
-    from pydantic import ValidationError
-
-    from bot.config import load_settings, settings_file
-
-    chosen = settings_file(config)
-    try:
-        return load_settings(chosen)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise InputError(str(chosen or "GPUBOT_* environment"), f"{field}: {first['msg']}") from exc
-
-
-def _settings_said(config: Path | None, lang: Lang) -> str:
-    """Which settings a command ran with, for a message that depends on them."""
-    from bot.config import settings_file
-
-    chosen = settings_file(config)
-    if chosen is None:
-        return say(lang, "cli.settings.defaults")
-    return say(lang, "cli.settings.file", path=chosen)
-
 
 def _open_store(url: str) -> SqlStore:
     """The store for a command that reads it: never creates one (an empty store answers
@@ -216,11 +140,6 @@ def _print(diagnoses: list[Diagnosis], fmt: Format, lang: Lang) -> None:
         from bot.chat.console import print_diagnoses
 
         print_diagnoses(diagnoses, _console(), lang)
-
-
-def _report_rule_errors(errors: list[GpubotError]) -> None:
-    for error in errors:
-        _stderr().print(f"error: {error}", markup=False)
 
 
 @app.command("diagnose")
@@ -1169,56 +1088,9 @@ def alerts_explain(
                 typer.echo(f"  in the snapshot: {node} is no node's nor pod's address")
 
 
-class _PlainArguments(typer.core.TyperCommand):
-    """Arguments in help as click writes them: `REQUEST_ID` or `[PATH]` in the usage line,
-    the metavar alone in the list. Typer writes `{REQUEST_ID}` and `REQUEST_ID <str>`, which
-    read as text to type with its braces."""
-
-    def collect_usage_pieces(self, ctx: Context) -> list[str]:
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if isinstance(param, typer.core.TyperArgument):
-                name = _metavar(param)
-                name = name if param.required else f"[{name}]"
-                pieces.append(name + ("..." if param.nargs != 1 else ""))
-            else:
-                pieces.extend(param.get_usage_pieces(ctx))
-        return pieces
-
-    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
-        arguments, options = [], []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            if isinstance(param, typer.core.TyperArgument):
-                arguments.append((_metavar(param), record[1]))
-            else:
-                options.append((_plain_placeholder(param, record[0]), record[1]))
-        for title, rows in (("Arguments", arguments), ("Options", options)):
-            if rows:
-                with formatter.section(title):
-                    formatter.write_dl(rows)
-
-
-def _metavar(argument: typer.core.TyperArgument) -> str:
-    return argument.metavar or (argument.name or "").upper()
-
-
-def _plain_placeholder(option: Parameter, written: str) -> str:
-    """`--wait <float range>` as `--wait WAIT`, `--lang <zh|en>` as `--lang [zh|en]`: typer
-    puts the value's Python type in angle brackets, which reads as text to type."""
-
-    def plain(found: re.Match[str]) -> str:
-        inside = found.group(1)
-        return f" [{inside}]" if "|" in inside else f" {(option.name or 'value').upper()}"
-
-    return re.sub(r" <([^<>]*)>", plain, written)
-
-
 for _commands in (app, rules_app, sim_app, db_app, alerts_app):
     for _command in _commands.registered_commands:
-        _command.cls = _PlainArguments
+        _command.cls = PlainArguments
 
 
 def main() -> None:  # pragma: no cover - console entry
