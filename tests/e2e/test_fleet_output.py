@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import diagnosis_json
+from bot.commands.offline_commands import diagnosis_json
 from bot.config import Settings
 from bot.roots.offline import run_rule_tests
 from gpusim.scenarios import fleet_cluster
