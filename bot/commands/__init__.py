@@ -9,7 +9,6 @@ rich, the serving stack or the simulator (benchmarks/startup.py)."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from bot.clock import utcnow
-from bot.commands import offline_commands
+from bot.commands import offline_commands, rehearsal_commands, serve_command
 from bot.commands.plain_help import PlainArguments
 from bot.commands.shared import (
     ConfigOption,
@@ -29,19 +28,15 @@ from bot.commands.shared import (
     StoreUrlOption,
     handles_bad_input,
 )
-from bot.commands.shared import console as _console
 from bot.commands.shared import read_settings as _settings
 from bot.commands.shared import settings_said as _settings_said
 from bot.commands.shared import stderr as _stderr
+from bot.commands.shared import terminal as _console
 from bot.errors import InputError
 from bot.model import Lang
-from bot.process.logs import LogFormat
 from bot.texts import say, state_name
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
-    from bot.config import Settings
     from bot.store.sql import SqlStore
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
@@ -80,76 +75,6 @@ def _open_store(url: str) -> SqlStore:
     from bot.store.sql import SqlStore
 
     return SqlStore.open(url, create=False)
-
-
-@handles_bad_input
-def demo(
-    lang: LangOption = None,
-    config: ConfigOption = None,
-    replay: Annotated[
-        bool,
-        typer.Option("--replay", help="Replay the rule-test scenarios instead of a live cluster."),
-    ] = False,
-    pause: Annotated[float, typer.Option("--pause", min=0.2, help="Seconds between faults.")] = 1.0,
-    approve_as: Annotated[
-        str | None,
-        typer.Option(
-            "--approve-as", help="Approve every proposal as this person, without prompting."
-        ),
-    ] = None,
-    store_url: Annotated[
-        str | None,
-        typer.Option("--store-url", help="Keep the demo's incidents here (default: a temp file)."),
-    ] = None,
-) -> None:
-    """A live simulated GPU cluster, scripted faults, and the diagnoses as they happen."""
-    from rich.text import Text
-
-    from bot.chat.console import print_diagnoses
-    from bot.roots import offline
-
-    settings = _settings(config)
-    language = lang or settings.lang
-    console = _console()
-    if not replay:
-        _live_demo(settings, language, console, pause, approve_as, store_url)
-        return
-    for scenario in offline.demo_scenarios(settings):
-        console.rule(Text(scenario.name, style="bold"))
-        outcome = offline.run_rule_test(
-            scenario.test.model_copy(update={"lang": language}),
-            scenario.where,
-            scenario.base_dir,
-            scenario.rules,
-            settings,
-        )
-        print_diagnoses(outcome.diagnoses, console, language)
-
-
-def _live_demo(
-    settings: Settings,
-    language: Lang,
-    console: Console,
-    pause: float,
-    approve_as: str | None,
-    store_url: str | None,
-) -> None:
-    from bot.chat.console import ConsoleApprover
-    from bot.roots import demo as live
-    from bot.roots import offline
-
-    interactive = approve_as is not None or sys.stdin.isatty()
-    approver = ConsoleApprover(console, approve_as, language)
-    live.run(
-        offline.load_ruleset(settings),
-        settings,
-        language,
-        live.console_output(console, language),
-        pause,
-        approve=approver.ask if interactive else None,
-        approver_name=approve_as or "you",
-        store_url=store_url,
-    )
 
 
 @handles_bad_input
@@ -222,72 +147,6 @@ def init_command(
     if target != default_settings_file().absolute() and not os.environ.get(CONFIG_ENV):
         print(say(language, "cli.init.read_with", path=target))
     print(say(language, "cli.init.next"))
-
-
-@handles_bad_input
-def drill_command(
-    paths: Annotated[
-        list[Path] | None,
-        typer.Argument(help="Drill files or folders (default: the drills gpubot ships)."),
-    ] = None,
-    config: ConfigOption = None,
-    rules: Annotated[
-        Path | None, typer.Option("--rules", help="Rules folder to rehearse with.")
-    ] = None,
-    real_time: Annotated[
-        bool,
-        typer.Option("--real-time", help="Keep your settle, resolve and schedule windows (slow)."),
-    ] = False,
-    show_chat: Annotated[
-        bool, typer.Option("--show-chat", help="Print what the chat is shown as it happens.")
-    ] = False,
-    prometheus: Annotated[
-        str,
-        typer.Option(
-            "--prometheus",
-            help="auto: the prometheus on PATH scrapes the simulated dcgm-exporters for the "
-            "evidence the health gate reads; off: none (the gate cannot pass); or its path.",
-        ),
-    ] = "auto",
-) -> None:
-    """Rehearse scenarios on a simulated cluster through the real serving code; a table of
-    what the on-call saw; exit 1 when a check fails."""
-    from rich.text import Text
-
-    from bot.config import bundled_dir
-    from bot.roots import drill as drills
-
-    settings = _settings(config)
-    if rules is not None:
-        settings = settings.model_copy(update={"rules_dir": rules})
-    chosen = drills.load_drills(paths or [bundled_dir("drills")])
-    prometheus_bin = drills.find_prometheus(prometheus)
-    console = _console()
-    if prometheus_bin is None:
-        _stderr().print(
-            "note: no Prometheus (apt install prometheus, or --prometheus PATH): the health "
-            "gate has no GPU evidence and cannot pass",
-            markup=False,
-        )
-    verdicts = []
-    for each in chosen:
-        console.print(Text(f"drill {each.drill}: {each.about}", style="bold"))
-        verdict = drills.run_drill(
-            each,
-            settings,
-            real_time=real_time,
-            prometheus_bin=prometheus_bin,
-            show=console if show_chat else None,
-        )
-        for check in verdict.checks:
-            mark = "✓" if check.passed else "✗"
-            style = "" if check.passed else "bold red"
-            detail = f" ({check.detail})" if check.detail else ""
-            console.print(Text(f"  {mark} {check.name}{detail}", style=style))
-        verdicts.append(verdict)
-    console.print(drills.table(verdicts))
-    if not all(v.passed for v in verdicts):
-        raise typer.Exit(1)
 
 
 @handles_bad_input
@@ -370,95 +229,6 @@ def digest(
         print("\n".join([*told, note] if note else told))
     finally:
         store.close()
-
-
-@handles_bad_input
-def serve(
-    config: ConfigOption = None,
-    port: Annotated[int | None, typer.Option("--port", help="0 picks a free port.")] = None,
-    kube_url: Annotated[
-        str | None,
-        typer.Option("--kube-url", metavar="URL", help="An API server URL (e.g. the simulator's)."),
-    ] = None,
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            "--kubeconfig",
-            metavar="FILE",
-            help="The kubeconfig to reach the cluster with (its current context). Default: "
-            "$KUBECONFIG, else ~/.kube/config.",
-        ),
-    ] = None,
-    in_cluster: Annotated[
-        bool,
-        typer.Option(
-            "--in-cluster",
-            help="Use the pod's ServiceAccount (when gpubot runs in the cluster, as the Helm "
-            "chart runs it).",
-        ),
-    ] = False,
-    store_url: Annotated[
-        str | None,
-        typer.Option(
-            "--store-url",
-            metavar="URL",
-            help="Where incidents and approvals are kept (sqlite:///FILE, created if missing, "
-            "or postgresql://... for several replicas); default: store_url in the settings.",
-        ),
-    ] = None,
-    identity: Annotated[
-        str | None, typer.Option("--identity", help="This replica's name in the leader Lease.")
-    ] = None,
-    watch: Annotated[bool, typer.Option("--watch/--no-watch")] = True,
-    log_level: Annotated[
-        str,
-        typer.Option(
-            "--log-level",
-            metavar="LEVEL",
-            help="debug, info, warning or error (to stderr). info: listening, leader "
-            "changes, diagnoses posted, actions, errors.",
-        ),
-    ] = "info",
-    log_format: Annotated[
-        LogFormat | None,
-        typer.Option(
-            "--log-format",
-            help="Default: console on a terminal, json (one object a line) otherwise.",
-        ),
-    ] = None,
-) -> None:
-    """Run the bot: the Alertmanager webhook, the Kubernetes watches, leader election,
-    scheduled work and the executor.
-
-    Messages go to Slack when slack.bot_token is set (README, "Slack in five steps"), else
-    to the output of the replica that leads (console chat: with one replica, this process,
-    once it holds the leader Lease), where each proposal names its request id for
-    `gpubot approve REQUEST --as YOU`. With several replicas on one store (PostgreSQL), every
-    replica's messages print there, in order per incident (the gpubot_leader gauge on
-    /metrics says which replica leads)."""
-    from bot.process.logs import configure_logging
-    from bot.roots import serve as runtime
-
-    configure_logging(log_level, log_format)
-    settings = _settings(config)
-    serve_settings = settings.serve.model_copy(
-        update={k: v for k, v in {"port": port, "identity": identity}.items() if v is not None}
-    )
-    settings = settings.model_copy(
-        update={"serve": serve_settings, "store_url": store_url or settings.store_url}
-    )
-    replica = runtime.build_replica(
-        settings, kube_url=kube_url, kubeconfig=kubeconfig, in_cluster=in_cluster, watch=watch
-    )
-    # One line a supervisor (or a test) can wait for: the port actually bound.
-    runtime.run(
-        replica,
-        on_started=lambda bound: print(
-            f"gpubot serve: listening on {bound} (address {settings.serve.host}; "
-            f"store {replica.store.url})",
-            flush=True,
-        ),
-    )
 
 
 @handles_bad_input
@@ -868,12 +638,12 @@ def _group(name: str, about: str) -> typer.Typer:
 
 # Every command in one place, in the order `gpubot --help` lists them (commands, then groups).
 app.command("diagnose", cls=PlainArguments)(offline_commands.diagnose_command)
-app.command("demo", cls=PlainArguments)(demo)
+app.command("demo", cls=PlainArguments)(rehearsal_commands.demo)
 app.command("init", cls=PlainArguments)(init_command)
-app.command("drill", cls=PlainArguments)(drill_command)
+app.command("drill", cls=PlainArguments)(rehearsal_commands.drill_command)
 app.command("timeline", cls=PlainArguments)(timeline)
 app.command("digest", cls=PlainArguments)(digest)
-app.command("serve", cls=PlainArguments)(serve)
+app.command("serve", cls=PlainArguments)(serve_command.serve)
 app.command("approve", cls=PlainArguments)(approve)
 app.command("deny", cls=PlainArguments)(deny)
 rules_app = _group("rules", "Check and test rule files.")

@@ -23,11 +23,11 @@ from bot.commands.shared import (
     ConfigOption,
     Format,
     LangOption,
-    console,
     handles_bad_input,
     read_settings,
     report_errors,
     stderr,
+    terminal,
 )
 from bot.errors import GpubotError
 from bot.model import Lang
@@ -79,7 +79,7 @@ def _print(diagnoses: list[Diagnosis], fmt: Format, lang: Lang) -> None:
     else:
         from bot.chat.console import print_diagnoses
 
-        print_diagnoses(diagnoses, console(), lang)
+        print_diagnoses(diagnoses, terminal(), lang)
 
 
 @handles_bad_input

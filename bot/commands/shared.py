@@ -37,7 +37,7 @@ def stderr() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def console() -> Console:
+def terminal() -> Console:
     from rich.console import Console
 
     return Console()
