@@ -12,32 +12,22 @@ import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from bot.clock import utcnow
-from bot.commands import offline_commands, rehearsal_commands, serve_command
-from bot.commands.plain_help import PlainArguments
-from bot.commands.shared import (
-    ConfigOption,
-    Format,
-    LangOption,
-    StoreUrlOption,
-    handles_bad_input,
+from bot.commands import (
+    offline_commands,
+    on_call_commands,
+    rehearsal_commands,
+    serve_command,
+    setup_commands,
 )
+from bot.commands.plain_help import PlainArguments
+from bot.commands.shared import ConfigOption, handles_bad_input
 from bot.commands.shared import read_settings as _settings
-from bot.commands.shared import settings_said as _settings_said
-from bot.commands.shared import stderr as _stderr
-from bot.commands.shared import terminal as _console
 from bot.errors import InputError
-from bot.model import Lang
-from bot.texts import say, state_name
-
-if TYPE_CHECKING:
-    from bot.store.sql import SqlStore
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
 app = typer.Typer(
@@ -67,286 +57,6 @@ def _main(
     ] = False,
 ) -> None:
     """gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes."""
-
-
-def _open_store(url: str) -> SqlStore:
-    """The store for a command that reads it: never creates one (an empty store answers
-    every question with "nothing", which is a lie about the real one)."""
-    from bot.store.sql import SqlStore
-
-    return SqlStore.open(url, create=False)
-
-
-@handles_bad_input
-def init_command(
-    approver: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--approver",
-            metavar="USER",
-            help="Who may approve cordon, drain and uncordon (repeatable); default: your login "
-            "name. In Slack, a user id (U0123...).",
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            metavar="FILE",
-            help="Where to write the settings. Default: $GPUBOT_CONFIG, else "
-            "~/.config/gpubot/settings.yaml (where every command looks).",
-        ),
-    ] = None,
-    store_url: Annotated[
-        str | None,
-        typer.Option(
-            "--store-url",
-            metavar="URL",
-            help="The store to name; default: gpubot.db beside the settings file.",
-        ),
-    ] = None,
-    lang: LangOption = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Replace a settings file that exists.")
-    ] = False,
-) -> None:
-    """Write a commented settings file to start from: who approves, the store, the webhook's
-    token (a new random one in a file beside it), console or Slack."""
-    import getpass
-    import os
-    import secrets
-
-    from bot import settings_template
-    from bot.config import CONFIG_ENV, default_settings_file, load_settings
-    from bot.store.database import parse_store_url
-
-    target = config or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
-    target = (target or default_settings_file()).expanduser().absolute()
-    if target.exists() and not force:
-        raise InputError(str(target), "exists; --force replaces it")
-    people = approver or [getpass.getuser()]
-    language = lang or Lang.EN
-    url = store_url or f"sqlite:///{target.parent / 'gpubot.db'}"
-    parse_store_url(url)
-    token_file = target.parent / "webhook-token"
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not token_file.exists():
-            # Only its owner reads it: it is what lets anyone post alerts to the webhook.
-            fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_urlsafe(32) + "\n")
-            print(say(language, "cli.init.token", path=token_file))
-        target.write_text(
-            settings_template.render(people, url, token_file, language), encoding="utf-8"
-        )
-    except OSError as exc:
-        raise InputError(str(target), exc.strerror or str(exc)) from exc
-    load_settings(target)  # what was written must be what every command can read
-    print(say(language, "cli.init.wrote", path=target, approvers=", ".join(people), store=url))
-    if target != default_settings_file().absolute() and not os.environ.get(CONFIG_ENV):
-        print(say(language, "cli.init.read_with", path=target))
-    print(say(language, "cli.init.next"))
-
-
-@handles_bad_input
-def timeline(
-    what: Annotated[
-        str, typer.Argument(metavar="INCIDENT|NODE", help="An incident id, or a node name.")
-    ],
-    store_url: StoreUrlOption = None,
-    output: Annotated[Format, typer.Option("--format")] = Format.TEXT,
-    lang: LangOption = None,
-    config: ConfigOption = None,
-) -> None:
-    """An incident's timeline (or every incident of a node): who did what, when."""
-    from rich.text import Text
-
-    from bot.chat.console import render_timeline, timeline_markdown
-
-    settings = _settings(config)
-    language = lang or settings.lang
-    store = _open_store(store_url or settings.store_url)
-    try:
-        if what.isdigit():
-            incidents = [store.incident(what)]
-        else:
-            incidents = store.incidents(node=what)
-            if not incidents:
-                raise InputError("INCIDENT|NODE", f"no incident with id or node {what!r}")
-        console = _console()
-        for incident in incidents:
-            entries = store.timeline(incident.id)
-            if output is Format.JSON:
-                print(
-                    json.dumps(
-                        {
-                            "incident": incident.model_dump(mode="json"),
-                            "timeline": [e.model_dump(mode="json") for e in entries],
-                        },
-                        ensure_ascii=False,
-                    )
-                )
-            elif output is Format.MARKDOWN:
-                heading = say(language, "console.incident", id=incident.id).capitalize()
-                state = state_name(incident.state.value, language)
-                print(f"## {heading}: {incident.title} ({state})\n")
-                print(timeline_markdown(entries, language))
-            else:
-                heading = say(language, "console.incident", id=incident.id)
-                console.rule(Text(f"{heading}: {incident.title}"))
-                console.print(render_timeline(entries, language))
-    finally:
-        store.close()
-
-
-@handles_bad_input
-def digest(
-    hours: Annotated[float, typer.Option("--hours", min=1, help="The window, ending now.")] = 24,
-    tz: Annotated[
-        str | None, typer.Option("--tz", help="IANA time zone; default schedule.digest_tz.")
-    ] = None,
-    store_url: StoreUrlOption = None,
-    lang: LangOption = None,
-    config: ConfigOption = None,
-) -> None:
-    """The digest serve posts daily: incidents opened and resolved, nodes still out,
-    repeat offenders, top symptoms, median time to recover. It reads no cluster: nodes out
-    of service are those the timelines show, and it says so."""
-    from zoneinfo import ZoneInfo
-
-    from bot.incidents.digest import build_digest, digest_lines, next_run, still_out_note
-
-    settings = _settings(config)
-    zone_name = tz or settings.schedule.digest_tz
-    next_run(utcnow(), "00:00", zone_name)  # an unknown zone is bad input
-    store = _open_store(store_url or settings.store_url)
-    try:
-        until = utcnow().astimezone(ZoneInfo(zone_name))
-        found = build_digest(store, until, timedelta(hours=hours))
-        told = digest_lines(found, lang or settings.lang)
-        note = still_out_note(found, lang or settings.lang)
-        print("\n".join([*told, note] if note else told))
-    finally:
-        store.close()
-
-
-@handles_bad_input
-def approve(
-    request: Annotated[
-        str, typer.Argument(metavar="REQUEST_ID", help="The request id the proposal shows.")
-    ],
-    as_user: Annotated[
-        str,
-        typer.Option(
-            "--as",
-            metavar="USER",
-            help="Who approves: a user id the settings' remediation.approvals name.",
-        ),
-    ],
-    store_url: StoreUrlOption = None,
-    wait_s: Annotated[
-        float,
-        typer.Option(
-            "--wait",
-            min=0,
-            help="Seconds to wait for the leading serve to act on it and say how it ended "
-            "(exit 1 when it was refused or failed); 0 returns once the vote is recorded.",
-        ),
-    ] = 120.0,
-    config: ConfigOption = None,
-) -> None:
-    """Record an approval from the command line (a break-glass path beside the chat). The
-    policy decides as for a click; the leading `gpubot serve` executes it, and this command
-    waits to tell how that ended: "approved" is not "done"."""
-    import time
-
-    from bot.approval.voting import Decisions
-
-    settings = _settings(config)
-    store = _open_store(store_url or settings.store_url)
-    try:
-        store.request(request)  # an unknown id is bad input, not a refusal
-        decisions = Decisions(store, settings, clock=utcnow)
-        outcome = decisions.approve(request, as_user)
-        if outcome.status not in ("recorded", "need-another"):
-            _stderr().print(
-                say(
-                    settings.lang,
-                    "cli.approve.refused",
-                    why=outcome.message,
-                    settings=_settings_said(config, settings.lang),
-                ),
-                markup=False,
-            )
-            raise typer.Exit(2)
-        if outcome.status == "need-another":
-            print(
-                say(settings.lang, "cli.approve.need_another", decision=outcome.message),
-                flush=True,
-            )
-            return
-        print(say(settings.lang, "cli.approve.recorded", decision=outcome.message), flush=True)
-        if wait_s == 0:
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            execution = store.execution(request)
-            if execution is not None and execution.finished_at is not None:
-                line = f"{execution.outcome}: {execution.detail}"
-                if execution.outcome in ("succeeded", "dry-run"):
-                    print(line)
-                    return
-                _stderr().print(line, markup=False)
-                raise typer.Exit(1)
-            time.sleep(0.5)
-        _stderr().print(
-            say(settings.lang, "cli.approve.not_run", seconds=f"{wait_s:g}", user=as_user),
-            markup=False,
-        )
-        raise typer.Exit(1)
-    finally:
-        store.close()
-
-
-@handles_bad_input
-def deny(
-    request: Annotated[
-        str, typer.Argument(metavar="REQUEST_ID", help="The request id from the proposal.")
-    ],
-    as_user: Annotated[str, typer.Option("--as", help="Who denies (a chat user id).")],
-    reason: Annotated[str, typer.Option("--reason", help="Why, for the timeline.")] = "",
-    store_url: Annotated[str | None, typer.Option("--store-url")] = None,
-    config: ConfigOption = None,
-) -> None:
-    """Record a denial from the command line (beside the chat's Deny button). A denial is
-    final, so the policy decides who may, as for an approval: the request's approvers,
-    whoever asked for it, or `remediation.approvals.deny`; anyone else is exit 2."""
-    from bot.approval.voting import Decisions
-    from bot.store.sql import SqlStore
-
-    settings = _settings(config)
-    store = SqlStore.open(store_url or settings.store_url)
-    try:
-        store.request(request)  # an unknown id is bad input, not a refusal
-        outcome = Decisions(store, settings, clock=utcnow).deny(request, as_user, reason)
-        if outcome.status != "denied":
-            raise InputError("--as", outcome.message)
-        print(outcome.message, flush=True)
-    finally:
-        store.close()
-
-
-@handles_bad_input
-def db_upgrade(
-    store_url: StoreUrlOption = None,
-    config: ConfigOption = None,
-) -> None:
-    """Migrate the store to this gpubot's schema (back the database up first)."""
-    from bot.store.sql import migrate
-
-    before, after = migrate(store_url or _settings(config).store_url)
-    print(f"schema {before or 'none'} -> {after}")
 
 
 @handles_bad_input
@@ -639,13 +349,13 @@ def _group(name: str, about: str) -> typer.Typer:
 # Every command in one place, in the order `gpubot --help` lists them (commands, then groups).
 app.command("diagnose", cls=PlainArguments)(offline_commands.diagnose_command)
 app.command("demo", cls=PlainArguments)(rehearsal_commands.demo)
-app.command("init", cls=PlainArguments)(init_command)
+app.command("init", cls=PlainArguments)(setup_commands.init_command)
 app.command("drill", cls=PlainArguments)(rehearsal_commands.drill_command)
-app.command("timeline", cls=PlainArguments)(timeline)
-app.command("digest", cls=PlainArguments)(digest)
+app.command("timeline", cls=PlainArguments)(on_call_commands.timeline)
+app.command("digest", cls=PlainArguments)(on_call_commands.digest)
 app.command("serve", cls=PlainArguments)(serve_command.serve)
-app.command("approve", cls=PlainArguments)(approve)
-app.command("deny", cls=PlainArguments)(deny)
+app.command("approve", cls=PlainArguments)(on_call_commands.approve)
+app.command("deny", cls=PlainArguments)(on_call_commands.deny)
 rules_app = _group("rules", "Check and test rule files.")
 rules_app.command("lint", cls=PlainArguments)(offline_commands.rules_lint)
 rules_app.command("test", cls=PlainArguments)(offline_commands.rules_test)
@@ -654,7 +364,7 @@ sim_app.command("serve", cls=PlainArguments)(sim_serve)
 sim_app.command("inject", cls=PlainArguments)(sim_inject)
 sim_app.command("repair", cls=PlainArguments)(sim_repair)
 db_app = _group("db", "The store's schema.")
-db_app.command("upgrade", cls=PlainArguments)(db_upgrade)
+db_app.command("upgrade", cls=PlainArguments)(setup_commands.db_upgrade)
 alerts_app = _group(
     "alerts", "How gpubot reads Alertmanager alerts (the alert mapping, docs/alerts.md)."
 )
