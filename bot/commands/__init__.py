@@ -1,20 +1,22 @@
-"""`gpubot`: the command line. Bad input is one line on stderr and exit code 2, never a trace.
+"""`gpubot`: the command line, one module per family of commands, wired here into one typer
+app. Bad input is one line on stderr and exit code 2, never a trace (`shared`).
 
-Over 600 lines because it is every command's argument parsing and output, one short function
-each; the work itself is in `bot.roots`. Every command imports what it uses inside itself
-(compositions, rich, the linter, the console renderer), so that starting `gpubot` costs only
-typer and the names its options are typed with: `gpubot diagnose --format json` never loads
-rich, the serving stack or the simulator (benchmarks/startup.py)."""
+This package exists so that each command only parses its options, calls a composition root
+in `bot.roots`, prints and picks the exit code; the work is in the roots. It must never
+import at its top more than typer and the names the options are typed with: every command
+imports what it uses inside itself (its root, rich, the linter, the console renderer), so
+that `gpubot diagnose --format json` never loads rich, the serving stack or the simulator
+(benchmarks/startup.py, tests/e2e/test_cli.py::test_diagnose_as_json_loads_only_what_it_uses).
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from bot.commands import (
+    alert_commands,
     offline_commands,
     on_call_commands,
     rehearsal_commands,
@@ -23,8 +25,6 @@ from bot.commands import (
     sim_commands,
 )
 from bot.commands.plain_help import PlainArguments
-from bot.commands.shared import ConfigOption, handles_bad_input
-from bot.commands.shared import read_settings as _settings
 
 # Plain help (click's): typer's rich tables print `<bool>` beside every flag and `--help`.
 app = typer.Typer(
@@ -36,6 +36,8 @@ app = typer.Typer(
 
 
 def _version(asked: bool) -> None:
+    """`--version` from the installed package's metadata, so that it cannot disagree with what
+    pip installed."""
     if asked:
         from importlib.metadata import PackageNotFoundError, version
 
@@ -54,58 +56,6 @@ def _main(
     ] = False,
 ) -> None:
     """gpubot: diagnoses GPU node lifecycle problems and proposes approved fixes."""
-
-
-@handles_bad_input
-def alerts_explain(
-    payload: Annotated[
-        Path, typer.Argument(help="Alertmanager webhook payload (JSON/YAML), or a list of them.")
-    ],
-    snapshot: Annotated[
-        Path | None,
-        typer.Option(
-            "--snapshot", help="kubectl JSON: find nodes the alerts name by an address or a pod."
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per alert.")] = False,
-    config: ConfigOption = None,
-) -> None:
-    """For each alert: how gpubot understands it (symptom, the gpubot alert the rules read it
-    as, node, GPU, Xid code, and from where), or why it does not."""
-    from bot.facts.collecting import resolve_signal_nodes
-    from bot.facts.snapshots import load_snapshot
-    from bot.sources.alertmanager.payloads import read_payloads, signals_from_payload
-    from bot.sources.alertmanager.understanding import alert_mapping, explain, understand
-
-    settings = _settings(config)
-    mapping = alert_mapping(settings)
-    nodes = load_snapshot(snapshot) if snapshot is not None else None
-    for found in read_payloads(payload):
-        readings = [understand(a, mapping, settings.node_labels) for a in found.alerts]
-        resolved: list[str | None] = [r.node for r in readings]
-        if nodes is not None:
-            signals = signals_from_payload(found, settings.node_labels, mapping)
-            resolved = [s.node for s in resolve_signal_nodes(nodes, signals)]
-        for alert, reading, node in zip(found.alerts, readings, resolved, strict=True):
-            if as_json:
-                typer.echo(
-                    json.dumps(
-                        {
-                            **reading.as_json(),
-                            "status": alert.status,
-                            "node_found": node,
-                        },
-                        ensure_ascii=False,
-                    )
-                )
-                continue
-            typer.echo(f"{reading.alertname or '(no alertname)'} ({alert.status}) → {reading.name}")
-            for line in explain(reading):
-                typer.echo(line)
-            if nodes is not None and node != reading.node:
-                typer.echo(f"  in the snapshot: node {node}")
-            elif nodes is not None and node is not None and reading.node_is_address:
-                typer.echo(f"  in the snapshot: {node} is no node's nor pod's address")
 
 
 def _group(name: str, about: str) -> typer.Typer:
@@ -137,10 +87,12 @@ db_app.command("upgrade", cls=PlainArguments)(setup_commands.db_upgrade)
 alerts_app = _group(
     "alerts", "How gpubot reads Alertmanager alerts (the alert mapping, docs/alerts.md)."
 )
-alerts_app.command("explain", cls=PlainArguments)(alerts_explain)
+alerts_app.command("explain", cls=PlainArguments)(alert_commands.alerts_explain)
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The `gpubot` console script: a command that asked to end at once (diagnose, whose heap
+    is not freed object by object) ends here, after typer has said how it ended."""
     try:
         app()
     except SystemExit as done:
