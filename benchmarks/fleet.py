@@ -78,7 +78,7 @@ def gpubot_entry() -> list[str]:
     script = Path(sys.executable).parent / "gpubot"
     if script.is_file():
         return [sys.executable, str(script)]
-    return [sys.executable, "-c", "from bot.cli import main; main()"]
+    return [sys.executable, "-c", "from bot.commands import main; main()"]
 
 
 def gpubot(snapshot: Path, alerts: Path, fmt: str) -> list[str]:

@@ -41,7 +41,13 @@ GOAL_S = 0.4
 
 
 def baseline_entry(checkout: Path) -> list[str]:
-    code = f"import sys; sys.path.insert(0, {str(checkout)!r}); from bot.cli import main; main()"
+    # A checkout from before the commands package (bot/commands/) has its entry in bot/cli.py.
+    code = (
+        f"import sys; sys.path.insert(0, {str(checkout)!r})\n"
+        "try:\n    from bot.commands import main\n"
+        "except ImportError:\n    from bot.cli import main\n"
+        "main()"
+    )
     return [sys.executable, "-c", code]
 
 

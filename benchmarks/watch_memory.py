@@ -96,7 +96,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-m",
-                "bot.cli",
+                "bot.commands",
                 "sim",
                 "serve",
                 "--no-controllers",

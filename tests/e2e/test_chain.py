@@ -349,7 +349,7 @@ def _start_serve(
             [
                 sys.executable,
                 "-m",
-                "bot.cli",
+                "bot.commands",
                 "serve",
                 "--kube-url",
                 kube_url,
@@ -437,7 +437,7 @@ def gpubot_timeline(chain: Chain, node: str) -> list[dict[str, Any]]:
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "timeline",
             node,
             "--store-url",

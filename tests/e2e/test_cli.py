@@ -18,7 +18,7 @@ NOW = "2026-12-02T03:00:00Z"
 
 def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.commands", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -259,7 +259,7 @@ NOT_FOR_DIAGNOSE = (
 def test_diagnose_as_json_loads_only_what_it_uses(tmp_path: Path) -> None:
     script = (
         "import sys\n"
-        "from bot.cli import app\n"
+        "from bot.commands import app\n"
         "try:\n"
         "    app()\n"
         "finally:\n"

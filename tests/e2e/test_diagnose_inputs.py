@@ -20,7 +20,7 @@ NOW = "2026-12-02T03:00:00Z"
 
 def gpubot(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.commands", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -33,7 +33,7 @@ expect:
 
 def drill(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", "drill", *args],
+        [sys.executable, "-m", "bot.commands", "drill", *args],
         capture_output=True,
         text=True,
         timeout=300,

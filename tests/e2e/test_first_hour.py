@@ -44,7 +44,7 @@ def gpubot(
     *args: str, cwd: Path, home: Path | None = None, **env: str
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.commands", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -269,7 +269,7 @@ def test_serve_with_an_unreachable_api_says_so_once_and_keeps_serving(tmp_path: 
     with err.open("wb") as stderr, out.open("wb") as stdout:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "bot.cli", "serve", "--kube-url", "http://127.0.0.1:1",
+                sys.executable, "-m", "bot.commands", "serve", "--kube-url", "http://127.0.0.1:1",
                 "--port", "0", "--store-url", f"sqlite:///{tmp_path / 'gpubot.db'}",
             ],
             stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, cwd=tmp_path,

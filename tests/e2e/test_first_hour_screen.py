@@ -26,7 +26,7 @@ def gpubot(*args: str, columns: int = 80, answers: str | None = None) -> str:
     env = {**os.environ, "COLUMNS": str(columns), "LINES": "50"}
     if answers is None:
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "bot.commands", *args],
             capture_output=True,
             text=True,
             timeout=180,
@@ -40,7 +40,7 @@ def gpubot(*args: str, columns: int = 80, answers: str | None = None) -> str:
         # A terminal's line discipline keeps each typed line until the prompt reads it.
         os.write(person, answers.encode())
         done = subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
+            [sys.executable, "-m", "bot.commands", *args],
             capture_output=True,
             text=True,
             timeout=180,

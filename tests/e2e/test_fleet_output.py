@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import diagnosis_json
+from bot.commands.offline_commands import diagnosis_json
 from bot.config import Settings
 from bot.roots.offline import run_rule_tests
 from gpusim.scenarios import fleet_cluster
 from tests.helpers.paths import REPO, RULES
 
 NOW = "2026-12-02T03:00:00Z"
-GPUBOT = [sys.executable, "-m", "bot.cli", "diagnose", "--now", NOW]
+GPUBOT = [sys.executable, "-m", "bot.commands", "diagnose", "--now", NOW]
 
 FLEET_OUTPUT = {
     "json": "e661f8b960f0675aa59de18e9e032b8b15c3642a0390f026b7e8ebc9175a6ce2",

@@ -28,7 +28,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from bot.acting.wing import DecisionWing
-from bot.cli import app
+from bot.commands import app
 from bot.config import load_settings
 from bot.diagnose import diagnose
 from bot.facts.collecting import collect_facts

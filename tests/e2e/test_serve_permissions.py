@@ -414,7 +414,7 @@ def start_serve(api: SimulatedApiServer, rbac: list[dict[str, Any]], tmp_path: P
     started = time.monotonic()
     done = subprocess.run(
         [
-            *(sys.executable, "-m", "bot.cli", "serve", "--in-cluster"),
+            *(sys.executable, "-m", "bot.commands", "serve", "--in-cluster"),
             *("--config", str(config), "--port", "0", "--log-level", "warning"),
             *("--store-url", f"sqlite:///{tmp_path / 'gpubot.db'}"),
         ],

@@ -43,7 +43,7 @@ def fast_rules(path: Path) -> Path:
 
 def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bot.commands", *args], capture_output=True, text=True, timeout=120
     )
 
 
@@ -54,7 +54,7 @@ def served(tmp_path: Path) -> Iterator[tuple[dict[str, Any], Path]]:
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "sim",
             "serve",
             "--nodes",
@@ -131,7 +131,7 @@ def test_sim_serve_takes_fixed_exporter_ports_and_service_accounts(tmp_path: Pat
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "sim",
             "serve",
             "--nodes",

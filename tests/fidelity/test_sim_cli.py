@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 def gpubot(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "bot.commands", *args], capture_output=True, text=True, timeout=120
     )
 
 
@@ -35,7 +35,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path, str]]:
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "sim",
             "serve",
             "--nodes",

@@ -178,7 +178,7 @@ class Gpubot:
                 [
                     sys.executable,
                     "-m",
-                    "bot.cli",
+                    "bot.commands",
                     "serve",
                     "--config",
                     str(self.config),
@@ -212,7 +212,7 @@ class Gpubot:
         return served
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "bot.cli", *args, "--store-url", self.store_url]
+        command = [sys.executable, "-m", "bot.commands", *args, "--store-url", self.store_url]
         command += ["--config", str(self.config)]
         return subprocess.run(
             command,

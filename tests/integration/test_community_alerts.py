@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bot.cli import app
+from bot.commands import app
 from bot.config import Settings
 from bot.diagnose import DiagnoseResult
 from bot.facts.snapshots import Snapshot, parse_snapshot

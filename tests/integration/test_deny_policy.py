@@ -84,7 +84,7 @@ def _gpubot_deny(
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "deny",
             request,
             "--as",

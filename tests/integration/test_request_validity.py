@@ -228,7 +228,7 @@ def test_gpubot_approve_on_a_superseded_request_exits_2_and_says_why(
         [
             sys.executable,
             "-m",
-            "bot.cli",
+            "bot.commands",
             "approve",
             cordon.id,
             "--as",

@@ -22,4 +22,4 @@ def test_importing_the_serve_composition_root_loads_no_simulator_module() -> Non
 
 
 def test_the_command_line_loads_the_simulator_only_for_its_commands() -> None:
-    assert not any(m.startswith("gpusim") for m in _modules_after_importing("bot.cli"))
+    assert not any(m.startswith("gpusim") for m in _modules_after_importing("bot.commands"))
