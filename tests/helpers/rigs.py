@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from bot.store.sql import SqlStore
 from gpusim import faults
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
+from tests.helpers.clocks import FakeClock
 
 MERGE = "application/merge-patch+json"
 POLICY = ApprovalPolicy(
@@ -41,20 +42,12 @@ POLICY = ApprovalPolicy(
 ONCALL = {"alice", "bob", "carol"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @dataclass
 class Rig:
     server: Any
     cluster: KubeCluster
     store: SqlStore
-    clock: Clock
+    clock: FakeClock
     executor: Executor
     incident: str
 
@@ -75,7 +68,7 @@ class Rig:
 def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediation: Any) -> Rig:
     server, cluster = sim_cluster
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    clock = Clock()
+    clock = FakeClock()
     settings = Settings(
         lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
     )
@@ -104,16 +97,6 @@ LIVE_POLICY = ApprovalPolicy(
 )
 
 
-class MovingClock:
-    """Real time (the simulator stamps its objects with it), plus however far a test moves it."""
-
-    def __init__(self) -> None:
-        self.ahead = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
-
-
 @dataclass
 class GpuErrors:
     """What Prometheus shows of new GPU errors on a node in the gate's window (its
@@ -139,7 +122,7 @@ class Live:
     service: Service
     chat: RecordingChat
     out: io.StringIO
-    clock: MovingClock
+    clock: FakeClock
     prometheus: GpuErrors
     _firing: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -210,7 +193,7 @@ def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
     settings = Settings(**changes)
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     out = io.StringIO()
-    clock = MovingClock()
+    clock = FakeClock(real_time=True)  # the simulator stamps its objects with the real time
     chat = RecordingChat(ConsoleChat(Console(file=out, width=200), settings.lang), clock)
     prometheus = GpuErrors()
     executor = Executor(

@@ -23,8 +23,9 @@ from bot.pipeline.service import Service
 from bot.process.telemetry import Telemetry
 from bot.rules.loading import load_rules
 from bot.store.sql import SqlStore
+from tests.helpers.clocks import FakeClock
 from tests.helpers.paths import RULES
-from tests.integration.test_service import ONE_PERSON, Bot, Clock
+from tests.integration.test_service import ONE_PERSON, Bot
 from tests.unit.test_bounded_evaluation import BUDGET_BREAKER
 
 
@@ -41,7 +42,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     assert not rules.errors
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     out = io.StringIO()
-    clock = Clock()
+    clock = FakeClock(real_time=True)
     executor = Executor(
         cluster,
         store,

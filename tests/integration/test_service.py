@@ -38,18 +38,9 @@ from bot.store.sql import SqlStore
 from gpusim import faults, objects
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis as store_diagnosis
+from tests.helpers.clocks import FakeClock
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
-
-
-class Clock:
-    """Real time, plus however far a test moves it ahead."""
-
-    def __init__(self) -> None:
-        self.ahead = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
 
 
 @dataclass
@@ -59,7 +50,7 @@ class Bot:
     service: Service
     out: io.StringIO
     leader: list[bool]
-    clock: Clock
+    clock: FakeClock
 
     def alert(self, fault: str, node: str, **params: Any) -> list[Signal]:
         result = faults.inject(self.server.store, fault, node, datetime.now(UTC), **params)
@@ -101,7 +92,7 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     out = io.StringIO()
     leader = [True]
-    clock = Clock()
+    clock = FakeClock(real_time=True)
     executor = Executor(
         cluster,
         store,
