@@ -1,13 +1,15 @@
-"""Rigs on the simulated cluster and a SQLite store, with a clock the test moves: `make_rig`,
-the executor with a policy naming an on-call group (what the executor and digest tests build
-on); `make_live`, the serving passes and the leader's follow-up as one replica runs them, the
-chat recorded (what the live-loop tests build on).
+"""The one place tests build the bot's deciding parts: `build_executor` and `build_service`,
+each a keyword per thing a test varies, so a change to either constructor is made here once.
+On them, two rigs on the simulated cluster and a SQLite store, with a clock the test moves:
+`make_rig`, the executor with a policy naming an on-call group (what the executor and digest
+tests build on); `make_live`, the serving passes and the leader's follow-up as one replica runs
+them, the chat recorded (what the live-loop tests build on).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,13 +19,17 @@ from rich.console import Console
 
 from bot.acting.executor import Executor
 from bot.chat.console import ConsoleChat
+from bot.clock import Clock
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.drills.record import RecordingChat, Seen, SeenKind
 from bot.gate.items import ExternalEvidence
 from bot.kube.cluster import KubeCluster
 from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
+from bot.ports import Chat, Cluster, Store
+from bot.process.telemetry import Telemetry
 from bot.roots.offline import load_ruleset
+from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
@@ -40,6 +46,106 @@ POLICY = ApprovalPolicy(
     uncordon_anyway=ActionPolicy(users=["dave", "erin"], two_person=True),
 )
 ONCALL = {"alice", "bob", "carol"}
+
+
+# ---- the executor and the service, built here only ---------------------------------------------
+
+External = Callable[[str], ExternalEvidence]
+GroupsOf = Callable[[str], set[str]]
+
+
+def no_new_gpu_errors(_node: str) -> ExternalEvidence:
+    """Prometheus looked and saw no new GPU errors: the Kubernetes items decide the gate."""
+    return ExternalEvidence(new_gpu_errors=[])
+
+
+def nobody_looked(_node: str) -> ExternalEvidence:
+    """No Prometheus at all, as the executor assumes when told nothing."""
+    return ExternalEvidence()
+
+
+def in_no_group(_user: str) -> set[str]:
+    """Without Slack there are no user groups: policies name people."""
+    return set()
+
+
+def build_executor(
+    cluster: Cluster,
+    store: Store,
+    settings: Settings,
+    *,
+    clock: Clock,
+    executor_id: str = "replica",
+    groups_of: GroupsOf = in_no_group,
+    external: External = no_new_gpu_errors,
+) -> Executor:
+    """`external`: Prometheus saw nothing new, not the executor's own default (`nobody_looked`):
+    most tests want the health gate decided by the Kubernetes items alone."""
+    return Executor(
+        cluster,
+        store,
+        settings,
+        executor_id=executor_id,
+        groups_of=groups_of,
+        clock=clock,
+        external=external,
+    )
+
+
+def build_service(
+    cluster: Cluster,
+    store: Store,
+    settings: Settings,
+    *,
+    clock: Clock,
+    chat: Chat,
+    executor: Executor | None = None,
+    rules: RuleSet | None = None,
+    is_leader: Callable[[], bool] = lambda: True,
+    telemetry: Telemetry | None = None,
+    progress_to_chat: bool = False,
+    executor_id: str = "replica",
+    groups_of: GroupsOf = in_no_group,
+    external: External = no_new_gpu_errors,
+) -> Service:
+    """One replica's `Service`; its executor is `executor`, or one built from the last three
+    keywords. `rules`: the shipped rules unless given. `progress_to_chat`: the executor's
+    timeline entries (a drain's progress) reach the incident's chat, as `serve` wires them;
+    off, a test sees in the chat only what the service itself says."""
+    if executor is None:
+        executor = build_executor(
+            cluster,
+            store,
+            settings,
+            clock=clock,
+            executor_id=executor_id,
+            groups_of=groups_of,
+            external=external,
+        )
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings) if rules is None else rules,
+        store=store,
+        cluster=cluster,
+        chat=chat,
+        executor=executor,
+        clock=clock,
+        is_leader=is_leader,
+        telemetry=telemetry,
+    )
+    if progress_to_chat:
+        executor.notify = service.on_timeline
+    return service
+
+
+def console_chat(lang: Lang = Lang.EN) -> tuple[ConsoleChat, io.StringIO]:
+    """The terminal chat, wide enough that no line a test looks for is wrapped, and what it
+    printed."""
+    out = io.StringIO()
+    return ConsoleChat(Console(file=out, width=200), lang), out
+
+
+# ---- the executor on the simulator, with an incident awaiting approval --------------------------
 
 
 @dataclass
@@ -72,15 +178,13 @@ def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediati
     settings = Settings(
         lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
     )
-    executor = Executor(
+    executor = build_executor(
         cluster,
         store,
         settings,
+        clock=clock,
         executor_id="test",
         groups_of=lambda user: {"gpu-oncall"} if user in ONCALL else set(),
-        clock=clock,
-        # Prometheus saw no new GPU errors: the Kubernetes items decide the gate here.
-        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
     )
     incident = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600).incident
     store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
@@ -192,21 +296,17 @@ def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
     changes.setdefault("remediation", Remediation(approvals=LIVE_POLICY))
     settings = Settings(**changes)
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    out = io.StringIO()
     clock = FakeClock(real_time=True)  # the simulator stamps its objects with the real time
-    chat = RecordingChat(ConsoleChat(Console(file=out, width=200), settings.lang), clock)
+    console, out = console_chat(settings.lang)
+    chat = RecordingChat(console, clock)
     prometheus = GpuErrors()
-    executor = Executor(
-        cluster, store, settings, executor_id="live", clock=clock, external=prometheus
-    )
-    service = Service(
-        settings=settings,
-        rules=load_ruleset(settings),
-        store=store,
-        cluster=cluster,
-        chat=chat,
-        executor=executor,
+    service = build_service(
+        cluster,
+        store,
+        settings,
         clock=clock,
-        is_leader=lambda: True,
+        chat=chat,
+        executor_id="live",
+        external=prometheus,
     )
     return Live(server, store, service, chat, out, clock, prometheus)

@@ -33,7 +33,6 @@ from hypothesis import strategies as st
 from slack_bolt import BoltRequest
 from starlette.applications import Starlette
 
-from bot.acting.executor import Executor
 from bot.approval.policy import approvals_needed, new_request
 from bot.approval.voting import Outcome
 from bot.chat.blocks import APPROVE_ACTION, DENY_ACTION, SNOOZE_ACTION, TIMELINE_ACTION
@@ -57,7 +56,6 @@ from bot.config import (
 )
 from bot.errors import InputError
 from bot.facts.snapshots import Snapshot
-from bot.gate.items import ExternalEvidence
 from bot.model import (
     Action,
     ActionRequest,
@@ -77,6 +75,7 @@ from gpusim.resources import BY_KIND
 from tests.helpers.clocks import FakeClock
 from tests.helpers.mrkdwn import shown
 from tests.helpers.paths import NOW, REPO
+from tests.helpers.rigs import build_service, nobody_looked
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
     SIGNING_SECRET,
@@ -255,28 +254,15 @@ def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         chat = SlackChat(store, CHANNEL, settings.lang, on_queued=delivery.wake)
         groups = SlackGroups.for_policy(client, POLICY, ttl_s=60)
 
-        def now() -> datetime:
-            return datetime.now(UTC)
-
-        executor = Executor(
+        service = build_service(
             cluster,
             store,
             settings,
-            executor_id="replica",
-            groups_of=groups,
-            clock=now,
-            external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
-        )
-        service = Service(
-            settings=settings,
-            rules=load_ruleset(settings),
-            store=store,
-            cluster=cluster,
+            clock=FakeClock(real_time=True),
             chat=chat,
-            executor=executor,
-            clock=now,
+            groups_of=groups,
+            progress_to_chat=True,  # as bot/roots/serve.py wires it
         )
-        executor.notify = service.on_timeline  # as bot/roots/serve.py wires it
         gate = Gate(service)
         interactions = SlackInteractions(gate, chat, slack, client=client, lang=settings.lang)
         app = Starlette(routes=build_slack_routes(interactions))
@@ -1203,16 +1189,14 @@ def test_the_outgoing_parts_wire_together_and_socket_mode_keeps_http_shut(
         assert parts.delivery.deliver_once() == 1
         assert [m["text"] for m in double.messages(CHANNEL)] == ["hello"]
 
-        service = Service(
-            settings=Settings(),
-            rules=load_ruleset(Settings()),
-            store=store,
-            cluster=sim_cluster[1],
+        service = build_service(
+            sim_cluster[1],
+            store,
+            Settings(),
+            clock=FakeClock(NOW),
             chat=parts.chat,
-            executor=Executor(
-                sim_cluster[1], store, Settings(), executor_id="x", clock=lambda: NOW
-            ),
-            clock=lambda: NOW,
+            executor_id="x",
+            external=nobody_looked,
         )
         interactions = SlackInteractions(service, parts.chat, settings, client=parts.client)
         runner = SocketModeRunner(interactions, "xapp-test")  # not connected: no websocket here
