@@ -6,7 +6,6 @@ and when it runs."""
 
 from __future__ import annotations
 
-import io
 import itertools
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -15,9 +14,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from rich.console import Console
 
-from bot.chat.console import ConsoleChat
 from bot.config import Settings
 from bot.errors import InputError
 from bot.incidents.digest import (
@@ -28,22 +25,12 @@ from bot.incidents.digest import (
     next_run,
     still_out_note,
 )
-from bot.model import (
-    Action,
-    ActionRequest,
-    ExecutionOutcome,
-    Incident,
-    IncidentState,
-    Lang,
-    NodeFacts,
-    TimelineEntry,
-)
-from bot.pipeline.service import Service
-from bot.roots.offline import load_ruleset
+from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, NodeFacts, TimelineEntry
+from bot.ports import ExecutionOutcome
 from bot.store.sql import SqlStore
 from gpusim import faults
 from tests.helpers.builders import diagnosis
-from tests.helpers.rigs import make_rig
+from tests.helpers.rigs import build_service, console_chat, make_rig
 from tests.helpers.stores import STORE_KINDS, open_store
 
 T0 = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
@@ -515,14 +502,9 @@ def test_the_leaders_digest_reads_the_cluster_for_nodes_out_of_service(
         faults.cordon(rig.server.store, "gpu-a1", started - timedelta(hours=2))  # by hand
         rig.clock.now += timedelta(minutes=30)
         settings = Settings()
-        service = Service(
-            settings=settings,
-            rules=load_ruleset(settings),
-            store=rig.store,
-            cluster=rig.cluster,
-            chat=ConsoleChat(Console(file=io.StringIO(), width=200), Lang.EN),
-            wing=rig.wing,
-            clock=rig.clock,
+        chat, _ = console_chat(Lang.EN)
+        service = build_service(
+            rig.cluster, rig.store, settings, clock=rig.clock, chat=chat, wing=rig.wing
         )
         told = service.post_digest()
         shown = started.strftime("%Y-%m-%d %H:%M UTC")

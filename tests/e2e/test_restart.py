@@ -27,7 +27,6 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from bot.acting.wing import DecisionWing
 from bot.commands import app
 from bot.config import load_settings
 from bot.diagnose import diagnose
@@ -39,6 +38,7 @@ from bot.sources.alertmanager.payloads import signals_from_payload, validate_pay
 from bot.store.sql import SqlStore
 from gpusim import faults
 from gpusim.resources import BY_KIND
+from tests.helpers.clocks import FakeClock
 from tests.helpers.processes import (
     HELD_PODS,
     NODE,
@@ -55,6 +55,7 @@ from tests.helpers.processes import (
     write_settings,
     xid_alert,
 )
+from tests.helpers.rigs import build_wing, nobody_looked
 
 # ---- the tests ------------------------------------------------------------------------------
 
@@ -243,8 +244,13 @@ def test_an_approval_from_the_cli_moves_the_incident_through_its_states(
         diagnoses = diagnose(facts, signals, load_ruleset(settings), settings).diagnoses
         [found] = [d for d in diagnoses if d.node == NODE]
         incident = store.record_diagnosis("default", found, now, 3600).incident
-        wing = DecisionWing.build(
-            kube, store, settings, executor_id="leader", clock=lambda: datetime.now(UTC)
+        wing = build_wing(
+            kube,
+            store,
+            settings,
+            clock=FakeClock(real_time=True),
+            executor_id="leader",
+            external=nobody_looked,
         )
         [request] = wing.proposals.propose(incident.id, found, facts)
         assert store.incident(incident.id).state is IncidentState.AWAITING_APPROVAL

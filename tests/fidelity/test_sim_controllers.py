@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from gpusim.resources import BY_KIND, RESOURCES
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 from gpusim.scheduling import node_affinity_matches
 from gpusim.state import ClusterState
+from tests.helpers.clocks import FakeClock
 
 Json = dict[str, Any]
 NOW = FIXTURE_NOW
@@ -40,14 +41,6 @@ FULL = (
 )
 
 
-class Clock:
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def store() -> ClusterState:
     fresh = ClusterState()
@@ -56,12 +49,12 @@ def store() -> ClusterState:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(NOW + timedelta(minutes=1))
+def clock() -> FakeClock:
+    return FakeClock(NOW + timedelta(minutes=1))
 
 
 @pytest.fixture
-def controllers(store: ClusterState, clock: Clock) -> Controllers:
+def controllers(store: ClusterState, clock: FakeClock) -> Controllers:
     return Controllers(store, now_fn=clock)
 
 
@@ -143,7 +136,7 @@ def test_healthy_cluster_is_a_fixed_point(store: ClusterState, controllers: Cont
 
 
 def test_evicted_worker_is_replaced_and_pending_with_the_schedulers_message(
-    store: ClusterState, controllers: Controllers, clock: Clock
+    store: ClusterState, controllers: Controllers, clock: FakeClock
 ) -> None:
     old = evict_worker(store, "gpu-a1")
     changes = controllers.reconcile()
@@ -265,7 +258,9 @@ def test_terminating_pods_still_hold_their_gpus(
         (True, "node(s) had untolerated taint(s)"),
     ],
 )
-def test_an_untolerated_taint(store: ClusterState, clock: Clock, hide: bool, reason: str) -> None:
+def test_an_untolerated_taint(
+    store: ClusterState, clock: FakeClock, hide: bool, reason: str
+) -> None:
     controllers = Controllers(store, now_fn=clock, hide_taint_values=hide)
     taint = {"key": "gpubot.io/maintenance", "value": "true", "effect": "NoSchedule"}
     patch_node(store, "gpu-a2", {"spec": {"taints": [taint]}})
@@ -394,7 +389,7 @@ def test_preemption_policy_never(store: ClusterState, controllers: Controllers) 
 
 
 def test_failed_scheduling_is_not_repeated(
-    store: ClusterState, controllers: Controllers, clock: Clock
+    store: ClusterState, controllers: Controllers, clock: FakeClock
 ) -> None:
     evict_worker(store, "gpu-a1")
     controllers.reconcile()

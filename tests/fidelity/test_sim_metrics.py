@@ -10,6 +10,7 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
@@ -29,6 +30,7 @@ from gpusim.metrics import (
 )
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
 from gpusim.state import ClusterState
+from tests.helpers.clocks import FakeClock
 
 NOW = FIXTURE_NOW
 NODE = "gpu-a1"
@@ -41,16 +43,8 @@ FM_STATUS = "DCGM_FI_DEV_FABRIC_MANAGER_STATUS"
 XID_GAUGE = "DCGM_FI_DEV_XID_ERRORS"
 COUNT = XID_COUNT.name
 WINDOW = {"window_size_in_ms": str(XID_WINDOW_MS)}
-
-
-class Clock:
-    """The exporter's wall clock, moved by hand."""
-
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+EXPORTER_START = datetime.fromtimestamp(1_800_000_000, UTC)
+"""Where the exporter's wall clock starts, in tests that move it by hand."""
 
 
 @pytest.fixture
@@ -339,27 +333,27 @@ def test_xid_count_is_zero_without_xids(server: DcgmExporterServer) -> None:
 
 
 def test_xid_count_counts_each_code_within_the_window(store: ClusterState) -> None:
-    clock = Clock()
-    with running(store, xid_window_ms=60_000, clock=clock) as server:
+    clock = FakeClock(EXPORTER_START)
+    with running(store, xid_window_ms=60_000, clock=clock.time) as server:
         assert xid_counts(scrape(server, NODE))[2] == {"": 0}
         inject(store, "xid", NODE, NOW, code=13, gpu=2)
         assert xid_counts(scrape(server, NODE))[2] == {"13": 1}
-        clock.now += 1
+        clock.advance(1)
         assert xid_counts(scrape(server))[2] == {"13": 1}  # seen again: not a new Xid
         inject(store, "xid", NODE, NOW, code=31, gpu=2)
-        clock.now += 10
+        clock.advance(10)
         assert xid_counts(scrape(server, NODE))[2] == {"13": 1, "31": 1}
         inject(store, "xid", NODE, NOW, code=13, gpu=2)
-        clock.now += 10
+        clock.advance(10)
         families = scrape(server, NODE)
         assert xid_counts(families)[2] == {"13": 2, "31": 1}
         assert gpu_values(server, XID_GAUGE)[2] == 13  # the gauge: the last one only
         samples = [s for s in families[COUNT].samples if s.labels["gpu"] == "2"]
         assert {s.labels["window_size_in_ms"] for s in samples} == {"60000"}
         # The window slides: the first 13 (at t=0) leaves it after 60 s, the rest later.
-        clock.now = 1_800_000_000.0 + 60.5
+        clock.now = EXPORTER_START + timedelta(seconds=60.5)
         assert xid_counts(scrape(server, NODE))[2] == {"13": 1, "31": 1}
-        clock.now += 60
+        clock.advance(60)
         assert xid_counts(scrape(server, NODE))[2] == {"": 0}
         assert gpu_values(server, XID_GAUGE)[2] == 13  # the gauge does not forget
         assert all(c == {"": 0} for gpu, c in xid_counts(scrape(server, NODE)).items() if gpu != 2)
@@ -375,15 +369,15 @@ def test_xid_count_of_ecc_double_bit_errors(
 
 
 def test_xid_count_starts_over_after_a_reboot(store: ClusterState) -> None:
-    clock = Clock()
-    with running(store, clock=clock) as server:
+    clock = FakeClock(EXPORTER_START)
+    with running(store, clock=clock.time) as server:
         inject(store, "xid", NODE, NOW, code=13, gpu=0)
         assert xid_counts(scrape(server, NODE))[0] == {"13": 1}
         inject(store, "reboot", NODE, NOW)
-        clock.now += 1
+        clock.advance(1)
         assert xid_counts(scrape(server, NODE))[0] == {"": 0}
         inject(store, "xid", NODE, NOW, code=13, gpu=0)
-        clock.now += 1
+        clock.advance(1)
         assert xid_counts(scrape(server, NODE))[0] == {"13": 1}
 
 

@@ -22,6 +22,8 @@ from slack_sdk.models.blocks import ActionsBlock, ButtonElement, SectionBlock
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.webhook import WebhookClient
 
+from tests.helpers.clocks import FakeClock
+from tests.helpers.paths import NOW
 from tests.helpers.slack_double import (
     SIGNING_SECRET,
     SlackDouble,
@@ -35,17 +37,9 @@ from tests.helpers.slack_double import (
 CHANNEL = "C0GPUALERTS"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_796_180_400.0  # 2026-12-02 03:00 UTC
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(NOW)
 
 
 @pytest.fixture
@@ -54,7 +48,7 @@ def double(clock: FakeClock) -> Iterator[SlackDouble]:
         groups={"S0ONCALL": ["U0ALICE", "U0BOB"]},
         group_handles={"S0ONCALL": "gpu-oncall"},
         members={CHANNEL: {"U0ALICE", "U0BOB"}},
-        clock=clock,
+        clock=clock.time,
     ) as running:
         yield running
 
@@ -195,7 +189,7 @@ def test_an_outage_answers_500_until_the_clock_passes_it(
         assert down.value.response.status_code == 500
     with pytest.raises(SlackApiError):
         client.auth_test()
-    clock.now += 61
+    clock.advance(61)
     assert client.chat_postMessage(channel=CHANNEL, text="after")["ok"]
     assert [m["text"] for m in double.messages()] == ["after"]
 

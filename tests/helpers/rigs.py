@@ -1,15 +1,18 @@
-"""Rigs on the simulated cluster and a SQLite store, with a clock the test moves: `make_rig`,
-the decision wing with a policy naming an on-call group (what the executor and digest tests build
-on); `make_live`, the serving passes and the leader's follow-up as one replica runs them, the
-chat recorded (what the live-loop tests build on).
+"""The one place tests build the bot's deciding parts: `build_wing` (the decision wing:
+votes, proposals, the gate, the executor) and `build_service`, each a keyword per thing a test
+varies, so a change to either constructor is made here once. On them, two rigs on the
+simulated cluster and a SQLite store, with a clock the test moves: `make_rig`, the decision
+wing with a policy naming an on-call group (what the executor and digest tests build on);
+`make_live`, the serving passes and the leader's follow-up as one replica runs them, the chat
+recorded (what the live-loop tests build on).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +20,23 @@ from rich.console import Console
 
 from bot.acting.wing import DecisionWing
 from bot.chat.console import ConsoleChat
+from bot.clock import Clock
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings
 from bot.drills.record import RecordingChat, Seen, SeenKind
 from bot.gate.items import ExternalEvidence
 from bot.kube.cluster import KubeCluster
 from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
+from bot.ports import Chat, Cluster, Store
+from bot.process.telemetry import Telemetry
 from bot.roots.offline import load_ruleset
+from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis
+from tests.helpers.clocks import FakeClock
 
 MERGE = "application/merge-patch+json"
 POLICY = ApprovalPolicy(
@@ -41,12 +49,104 @@ POLICY = ApprovalPolicy(
 ONCALL = {"alice", "bob", "carol"}
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC)
+# ---- the decision wing and the service, built here only ----------------------------------------
 
-    def __call__(self) -> datetime:
-        return self.now
+External = Callable[[str], ExternalEvidence]
+GroupsOf = Callable[[str], set[str]]
+
+
+def no_new_gpu_errors(_node: str) -> ExternalEvidence:
+    """Prometheus looked and saw no new GPU errors: the Kubernetes items decide the gate."""
+    return ExternalEvidence(new_gpu_errors=[])
+
+
+def nobody_looked(_node: str) -> ExternalEvidence:
+    """No Prometheus at all, as the health gate assumes when told nothing."""
+    return ExternalEvidence()
+
+
+def in_no_group(_user: str) -> set[str]:
+    """Without Slack there are no user groups: policies name people."""
+    return set()
+
+
+def build_wing(
+    cluster: Cluster,
+    store: Store,
+    settings: Settings,
+    *,
+    clock: Clock,
+    executor_id: str = "replica",
+    groups_of: GroupsOf = in_no_group,
+    external: External = no_new_gpu_errors,
+) -> DecisionWing:
+    """`external`: Prometheus saw nothing new, not the gate's own default (`nobody_looked`):
+    most tests want the health gate decided by the Kubernetes items alone."""
+    return DecisionWing.build(
+        cluster,
+        store,
+        settings,
+        executor_id=executor_id,
+        groups_of=groups_of,
+        clock=clock,
+        external=external,
+    )
+
+
+def build_service(
+    cluster: Cluster,
+    store: Store,
+    settings: Settings,
+    *,
+    clock: Clock,
+    chat: Chat,
+    wing: DecisionWing | None = None,
+    rules: RuleSet | None = None,
+    is_leader: Callable[[], bool] = lambda: True,
+    telemetry: Telemetry | None = None,
+    progress_to_chat: bool = False,
+    executor_id: str = "replica",
+    groups_of: GroupsOf = in_no_group,
+    external: External = no_new_gpu_errors,
+) -> Service:
+    """One replica's `Service`; its decision wing is `wing`, or one built from the last three
+    keywords. `rules`: the shipped rules unless given. `progress_to_chat`: the wing's timeline
+    entries (a drain's progress) reach the incident's chat, as `serve` wires them; off, a test
+    sees in the chat only what the service itself says."""
+    if wing is None:
+        wing = build_wing(
+            cluster,
+            store,
+            settings,
+            clock=clock,
+            executor_id=executor_id,
+            groups_of=groups_of,
+            external=external,
+        )
+    service = Service(
+        settings=settings,
+        rules=load_ruleset(settings) if rules is None else rules,
+        store=store,
+        cluster=cluster,
+        chat=chat,
+        wing=wing,
+        clock=clock,
+        is_leader=is_leader,
+        telemetry=telemetry,
+    )
+    if progress_to_chat:
+        wing.timeline.notify = service.on_timeline
+    return service
+
+
+def console_chat(lang: Lang = Lang.EN) -> tuple[ConsoleChat, io.StringIO]:
+    """The terminal chat, wide enough that no line a test looks for is wrapped, and what it
+    printed."""
+    out = io.StringIO()
+    return ConsoleChat(Console(file=out, width=200), lang), out
+
+
+# ---- the decision wing on the simulator, with an incident awaiting approval ---------------------
 
 
 @dataclass
@@ -54,7 +154,7 @@ class Rig:
     server: Any
     cluster: KubeCluster
     store: SqlStore
-    clock: Clock
+    clock: FakeClock
     wing: DecisionWing
     incident: str
 
@@ -75,19 +175,17 @@ class Rig:
 def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediation: Any) -> Rig:
     server, cluster = sim_cluster
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    clock = Clock()
+    clock = FakeClock()
     settings = Settings(
         lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
     )
-    wing = DecisionWing.build(
+    wing = build_wing(
         cluster,
         store,
         settings,
+        clock=clock,
         executor_id="test",
         groups_of=lambda user: {"gpu-oncall"} if user in ONCALL else set(),
-        clock=clock,
-        # Prometheus saw no new GPU errors: the Kubernetes items decide the gate here.
-        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
     )
     incident = store.record_diagnosis("prod", diagnosis(node="gpu-a3"), clock(), 3600).incident
     store.transition(incident.id, IncidentState.DIAGNOSED, "gpubot", clock())
@@ -102,16 +200,6 @@ LIVE_POLICY = ApprovalPolicy(
     drain=ActionPolicy(users=["alice", "bob"], two_person=True),
     uncordon=ActionPolicy(users=["alice", "bob"]),
 )
-
-
-class MovingClock:
-    """Real time (the simulator stamps its objects with it), plus however far a test moves it."""
-
-    def __init__(self) -> None:
-        self.ahead = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
 
 
 @dataclass
@@ -139,7 +227,7 @@ class Live:
     service: Service
     chat: RecordingChat
     out: io.StringIO
-    clock: MovingClock
+    clock: FakeClock
     prometheus: GpuErrors
     _firing: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -209,21 +297,17 @@ def make_live(sim_cluster: Any, tmp_path: Path, **changes: Any) -> Live:
     changes.setdefault("remediation", Remediation(approvals=LIVE_POLICY))
     settings = Settings(**changes)
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    out = io.StringIO()
-    clock = MovingClock()
-    chat = RecordingChat(ConsoleChat(Console(file=out, width=200), settings.lang), clock)
+    clock = FakeClock(real_time=True)  # the simulator stamps its objects with the real time
+    console, out = console_chat(settings.lang)
+    chat = RecordingChat(console, clock)
     prometheus = GpuErrors()
-    wing = DecisionWing.build(
-        cluster, store, settings, executor_id="live", clock=clock, external=prometheus
-    )
-    service = Service(
-        settings=settings,
-        rules=load_ruleset(settings),
-        store=store,
-        cluster=cluster,
-        chat=chat,
-        wing=wing,
+    service = build_service(
+        cluster,
+        store,
+        settings,
         clock=clock,
-        is_leader=lambda: True,
+        chat=chat,
+        executor_id="live",
+        external=prometheus,
     )
     return Live(server, store, service, chat, out, clock, prometheus)

@@ -21,20 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from bot.acting.wing import DecisionWing
-from bot.chat.console import ConsoleChat
 from bot.config import ActionPolicy, ApprovalPolicy, Remediation, Settings, Thresholds
-from bot.gate.items import ExternalEvidence
 from bot.model import Action, ActionRequest, Incident, IncidentState, Lang, Signal
 from bot.pipeline.service import Service
-from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from bot.store.tables import incidents, votes
 from gpusim import faults
 from gpusim.resources import BY_KIND
+from tests.helpers.clocks import FakeClock
+from tests.helpers.rigs import build_service, console_chat
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
 
@@ -93,31 +91,17 @@ def _bot(sim_cluster: Any, tmp_path: Path, lang: Lang) -> Iterator[Bot]:
     )
     url = f"sqlite:///{tmp_path / 'gpubot.db'}"
     store = SqlStore.open(url)
-    out = io.StringIO()
+    chat, out = console_chat(settings.lang)
     leader = [True]
-
-    def now() -> datetime:
-        return datetime.now(UTC)
-
-    wing = DecisionWing.build(
+    service = build_service(
         cluster,
         store,
         settings,
-        executor_id="replica",
-        clock=now,
-        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
-    )
-    service = Service(
-        settings=settings,
-        rules=load_ruleset(settings),
-        store=store,
-        cluster=cluster,
-        chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        wing=wing,
-        clock=now,
+        clock=FakeClock(real_time=True),
+        chat=chat,
         is_leader=lambda: leader[0],
     )
-    yield Bot(server, store, service, wing, out, leader, url)
+    yield Bot(server, store, service, service.wing, out, leader, url)
     store.close()
 
 

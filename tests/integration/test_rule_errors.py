@@ -4,7 +4,6 @@ rule is one log line and counts each node it fails on once on /metrics, not once
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -12,19 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
-from bot.acting.wing import DecisionWing
-from bot.chat.console import ConsoleChat
 from bot.config import ApprovalPolicy, Remediation, Settings
-from bot.gate.items import ExternalEvidence
 from bot.model import Signal
-from bot.pipeline.service import Service
 from bot.process.telemetry import Telemetry
 from bot.rules.loading import load_rules
 from bot.store.sql import SqlStore
+from tests.helpers.clocks import FakeClock
 from tests.helpers.paths import RULES
-from tests.integration.test_service import ONE_PERSON, Bot, Clock
+from tests.helpers.rigs import build_service, console_chat
+from tests.integration.test_service import ONE_PERSON, Bot
 from tests.unit.test_bounded_evaluation import BUDGET_BREAKER
 
 
@@ -40,26 +36,10 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
     rules = load_rules([RULES, tmp_path / "breaker.yaml"])
     assert not rules.errors
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    out = io.StringIO()
-    clock = Clock()
-    wing = DecisionWing.build(
-        cluster,
-        store,
-        settings,
-        executor_id="replica",
-        clock=clock,
-        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
-    )
-    service = Service(
-        settings=settings,
-        rules=rules,
-        store=store,
-        cluster=cluster,
-        chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        wing=wing,
-        clock=clock,
-        is_leader=lambda: True,
-        telemetry=Telemetry(),
+    chat, out = console_chat(settings.lang)
+    clock = FakeClock(real_time=True)
+    service = build_service(
+        cluster, store, settings, clock=clock, chat=chat, rules=rules, telemetry=Telemetry()
     )
     yield Bot(server, store, service, out, [True], clock)
     store.close()

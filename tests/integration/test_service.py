@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
-from bot.acting.wing import DecisionWing
-from bot.chat.console import ConsoleChat
 from bot.config import (
     ActionPolicy,
     ApprovalPolicy,
@@ -25,31 +22,21 @@ from bot.config import (
     ScheduleSettings,
     Settings,
 )
-from bot.gate.items import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
 from bot.pipeline.passes import FiringAlerts
 from bot.pipeline.service import Service
 from bot.process.telemetry import Telemetry
 from bot.replica.schedule import Scheduler
-from bot.roots.offline import load_ruleset
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.store.sql import SqlStore
 from gpusim import faults, objects
 from gpusim.resources import BY_KIND
 from tests.helpers.builders import diagnosis as store_diagnosis
+from tests.helpers.clocks import FakeClock
+from tests.helpers.rigs import build_service, console_chat
 
 ONE_PERSON = ActionPolicy(users=["alice", "bob"])
-
-
-class Clock:
-    """Real time, plus however far a test moves it ahead."""
-
-    def __init__(self) -> None:
-        self.ahead = timedelta()
-
-    def __call__(self) -> datetime:
-        return datetime.now(UTC) + self.ahead
 
 
 @dataclass
@@ -59,7 +46,7 @@ class Bot:
     service: Service
     out: io.StringIO
     leader: list[bool]
-    clock: Clock
+    clock: FakeClock
 
     def alert(self, fault: str, node: str, **params: Any) -> list[Signal]:
         result = faults.inject(self.server.store, fault, node, datetime.now(UTC), **params)
@@ -99,25 +86,15 @@ def bot(sim_cluster: Any, tmp_path: Path) -> Iterator[Bot]:
         )
     )
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
-    out = io.StringIO()
+    chat, out = console_chat(settings.lang)
     leader = [True]
-    clock = Clock()
-    wing = DecisionWing.build(
+    clock = FakeClock(real_time=True)
+    service = build_service(
         cluster,
         store,
         settings,
-        executor_id="replica",
         clock=clock,
-        external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
-    )
-    service = Service(
-        settings=settings,
-        rules=load_ruleset(settings),
-        store=store,
-        cluster=cluster,
-        chat=ConsoleChat(Console(file=out, width=200), settings.lang),
-        wing=wing,
-        clock=clock,
+        chat=chat,
         is_leader=lambda: leader[0],
         telemetry=Telemetry(),
     )
@@ -583,8 +560,7 @@ def test_a_webhook_about_one_node_counts_the_pods_last_seen_on_the_others(bot: B
 def test_a_console_message_shows_ten_evidence_lines_and_says_how_many_more() -> None:
     """As in Slack: a burst of 40 alerts on one node is one readable message; the rest of
     the evidence is in the timeline."""
-    out = io.StringIO()
-    chat = ConsoleChat(Console(file=out, width=200), Lang.EN)
+    chat, out = console_chat(Lang.EN)
     found = store_diagnosis().model_copy(
         update={"evidence": [f"GPUTemperatureHigh GPU {i}: 91 °C" for i in range(40)]}
     )

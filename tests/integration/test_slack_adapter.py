@@ -33,7 +33,6 @@ from hypothesis import strategies as st
 from slack_bolt import BoltRequest
 from starlette.applications import Starlette
 
-from bot.acting.wing import DecisionWing
 from bot.approval.policy import approvals_needed, new_request
 from bot.chat.blocks import APPROVE_ACTION, DENY_ACTION, SNOOZE_ACTION, TIMELINE_ACTION
 from bot.chat.slack import (
@@ -56,7 +55,6 @@ from bot.config import (
 )
 from bot.errors import InputError
 from bot.facts.snapshots import Snapshot
-from bot.gate.items import ExternalEvidence
 from bot.model import (
     Action,
     ActionRequest,
@@ -74,8 +72,10 @@ from bot.sources.alertmanager.payloads import signals_from_payload, validate_pay
 from bot.store.sql import SqlStore
 from gpusim import faults, objects
 from gpusim.resources import BY_KIND
+from tests.helpers.clocks import FakeClock
 from tests.helpers.mrkdwn import shown
 from tests.helpers.paths import NOW, REPO
+from tests.helpers.rigs import build_service, nobody_looked
 from tests.helpers.slack_double import (
     DEFAULT_TOKEN,
     SIGNING_SECRET,
@@ -255,28 +255,15 @@ def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         chat = SlackChat(store, CHANNEL, settings.lang, on_queued=delivery.wake)
         groups = SlackGroups.for_policy(client, POLICY, ttl_s=60)
 
-        def now() -> datetime:
-            return datetime.now(UTC)
-
-        wing = DecisionWing.build(
+        service = build_service(
             cluster,
             store,
             settings,
-            executor_id="replica",
-            groups_of=groups,
-            clock=now,
-            external=lambda _node: ExternalEvidence(new_gpu_errors=[]),
-        )
-        service = Service(
-            settings=settings,
-            rules=load_ruleset(settings),
-            store=store,
-            cluster=cluster,
+            clock=FakeClock(real_time=True),
             chat=chat,
-            wing=wing,
-            clock=now,
+            groups_of=groups,
+            progress_to_chat=True,  # as bot/roots/serve.py wires it
         )
-        wing.timeline.notify = service.on_timeline  # as bot/roots/serve.py wires it
         gate = Gate(service)
         interactions = SlackInteractions(gate, chat, slack, client=client, lang=settings.lang)
         app = Starlette(routes=build_slack_routes(interactions))
@@ -990,17 +977,6 @@ def test_snooze_mutes_the_thread_and_the_timeline_fits_block_kit(rig: Rig) -> No
 # ---- delivery: outages, 429, restarts -------------------------------------------------------
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = NOW.timestamp()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def utc(self) -> datetime:
-        return datetime.fromtimestamp(self.now, UTC)
-
-
 @pytest.fixture
 def capacity_zero(
     settings: Settings,
@@ -1025,16 +1001,16 @@ class Quiet:
 
     def delivery(self) -> OutboxDelivery:
         client = slack_client(SlackSettings(bot_token=self.double.token, api_url=self.double.url))
-        return OutboxDelivery(self.store, client, clock=self.clock.utc)
+        return OutboxDelivery(self.store, client, clock=self.clock)
 
 
 @pytest.fixture
 def quiet(tmp_path: Path) -> Iterator[Quiet]:
-    clock = FakeClock()
-    with SlackDouble(clock=clock, channels={CHANNEL: "gpu-alerts"}) as double:
+    clock = FakeClock(NOW)
+    with SlackDouble(clock=clock.time, channels={CHANNEL: "gpu-alerts"}) as double:
         path = tmp_path / "gpubot.db"
         store = SqlStore.open(f"sqlite:///{path}")
-        chat = SlackChat(store, CHANNEL, clock=clock.utc)
+        chat = SlackChat(store, CHANNEL, clock=clock)
         quiet = Quiet(clock, double, store, chat, path)
         yield quiet
         quiet.store.close()
@@ -1076,9 +1052,9 @@ def test_after_an_outage_every_message_arrives_in_order(
     chat.post_notice("a notice")
 
     delivery = quiet.delivery()
-    while clock.now < NOW.timestamp() + 120:
-        delivery.deliver_once(clock.utc())
-        clock.now += 5
+    while clock.time() < NOW.timestamp() + 120:
+        delivery.deliver_once(clock())
+        clock.advance(5)
     attempts_during = len(quiet.double.calls)
     assert quiet.double.messages() == []
     assert 1 <= attempts_during <= 12, "backoff, not one call per message per round"
@@ -1087,8 +1063,8 @@ def test_after_an_outage_every_message_arrives_in_order(
     for _ in range(100):
         if quiet.store.outbox_pending() == 0:
             break
-        delivery.deliver_once(clock.utc())
-        clock.now += 5
+        delivery.deliver_once(clock())
+        clock.advance(5)
     assert quiet.store.outbox_pending() == 0
     messages = quiet.double.messages(CHANNEL)
     tops = [m for m in messages if "thread_ts" not in m or m["thread_ts"] == m["ts"]]
@@ -1113,17 +1089,17 @@ def test_429_waits_for_retry_after(quiet: Quiet) -> None:
     quiet.chat.post_notice("second")
     quiet.double.fail(status=429, retry_after=30, times=1)
     delivery = quiet.delivery()
-    t0 = quiet.clock.now
-    assert delivery.deliver_once(quiet.clock.utc()) == 0
+    t0 = quiet.clock.time()
+    assert delivery.deliver_once(quiet.clock()) == 0
     [limited] = quiet.double.calls
     assert limited.status == 429
-    [waiting] = quiet.store.outbox_due(quiet.clock.utc() + timedelta(days=1))
+    [waiting] = quiet.store.outbox_due(quiet.clock() + timedelta(days=1))
     assert waiting.next_attempt_at == datetime.fromtimestamp(t0 + 30, UTC)
-    quiet.clock.now = t0 + 29
-    assert delivery.deliver_once(quiet.clock.utc()) == 0
+    quiet.clock.now = datetime.fromtimestamp(t0 + 29, UTC)
+    assert delivery.deliver_once(quiet.clock()) == 0
     assert len(quiet.double.calls) == 1, "nothing before Retry-After"
-    quiet.clock.now = t0 + 30
-    assert delivery.deliver_once(quiet.clock.utc()) == 2
+    quiet.clock.now = datetime.fromtimestamp(t0 + 30, UTC)
+    assert delivery.deliver_once(quiet.clock()) == 2
     retried = quiet.double.calls[1]
     assert retried.ok and retried.at - limited.at >= 30
     assert [m["text"] for m in quiet.double.messages(CHANNEL)] == ["first", "second"]
@@ -1136,15 +1112,15 @@ def test_a_restart_delivers_what_was_pending_once(
     incident, _ = _incident(quiet.store, diagnosis, facts, "gpu-a2")
     ref = quiet.chat.post_diagnosis(incident, diagnosis, [])
     incident = incident.model_copy(update={"chat_ref": ref})
-    assert quiet.delivery().deliver_once(quiet.clock.utc()) == 1
+    assert quiet.delivery().deliver_once(quiet.clock()) == 1
     quiet.chat.post_thread(incident, "queued before the crash 1")
     quiet.chat.post_thread(incident, "queued before the crash 2")
     quiet.store.close()  # the process dies with two messages in the outbox
 
     quiet.store = SqlStore.open(f"sqlite:///{quiet.path}")
     assert quiet.store.outbox_pending() == 2
-    assert quiet.delivery().deliver_once(quiet.clock.utc()) == 2
-    assert quiet.delivery().deliver_once(quiet.clock.utc()) == 0  # and a third process
+    assert quiet.delivery().deliver_once(quiet.clock()) == 2
+    assert quiet.delivery().deliver_once(quiet.clock()) == 0  # and a third process
     [top] = quiet.double.messages(CHANNEL)[:1]
     assert [m["text"] for m in quiet.double.replies(CHANNEL, top["ts"])] == [
         "queued before the crash 1",
@@ -1154,9 +1130,9 @@ def test_a_restart_delivers_what_was_pending_once(
 
 
 def test_a_permanent_error_is_given_up_and_the_rest_goes_on(quiet: Quiet) -> None:
-    SlackChat(quiet.store, "C0NOWHERE", clock=quiet.clock.utc).post_notice("lost")
+    SlackChat(quiet.store, "C0NOWHERE", clock=quiet.clock).post_notice("lost")
     quiet.chat.post_notice("kept")
-    assert quiet.delivery().deliver_once(quiet.clock.utc()) == 1
+    assert quiet.delivery().deliver_once(quiet.clock()) == 1
     failed = [c for c in quiet.double.calls if not c.ok]
     assert [c.error for c in failed] == ["channel_not_found"]
     assert [m["text"] for m in quiet.double.messages(CHANNEL)] == ["kept"]
@@ -1167,13 +1143,13 @@ def test_a_permanent_error_is_given_up_and_the_rest_goes_on(quiet: Quiet) -> Non
 
 
 def test_groups_of_knows_ids_and_handles_and_caches_for_a_minute() -> None:
-    clock = FakeClock()
+    clock = FakeClock(NOW)
     with SlackDouble(
         groups={"S0ONCALL": [ALICE, BOB], "S0SRE": [CAROL]},
         group_handles={"S0ONCALL": "gpu-oncall", "S0SRE": "sre"},
     ) as double:
         client = slack_client(SlackSettings(bot_token=double.token, api_url=double.url))
-        groups = SlackGroups(client, ["@gpu-oncall", "S0SRE", "nobody"], ttl_s=60, clock=clock)
+        groups = SlackGroups(client, ["@gpu-oncall", "S0SRE", "nobody"], ttl_s=60, clock=clock.time)
         assert groups(ALICE) == {"S0ONCALL", "gpu-oncall"}
         assert groups(CAROL) == {"S0SRE", "sre"}
         assert groups(MALLORY) == set()
@@ -1181,16 +1157,16 @@ def test_groups_of_knows_ids_and_handles_and_caches_for_a_minute() -> None:
         assert [c.method for c in double.calls] == ["usergroups.list"] + [
             "usergroups.users.list"
         ] * 2
-        clock.now += 30
+        clock.advance(30)
         double.set_group("S0ONCALL", [BOB])
         assert groups(ALICE) == {"S0ONCALL", "gpu-oncall"}  # cached
         assert len(double.calls) == calls
-        clock.now += 31
+        clock.advance(31)
         assert groups(ALICE) == set()  # refreshed: she left the group
         double.outage(10_000)
-        clock.now += 61
+        clock.advance(61)
         assert groups(BOB) == {"S0ONCALL", "gpu-oncall"}  # Slack down: the last answer
-        clock.now += 601
+        clock.advance(601)
         assert groups(BOB) == set()  # too old to trust
 
 
@@ -1214,16 +1190,14 @@ def test_the_outgoing_parts_wire_together_and_socket_mode_keeps_http_shut(
         assert parts.delivery.deliver_once() == 1
         assert [m["text"] for m in double.messages(CHANNEL)] == ["hello"]
 
-        service = Service(
-            settings=Settings(),
-            rules=load_ruleset(Settings()),
-            store=store,
-            cluster=sim_cluster[1],
+        service = build_service(
+            sim_cluster[1],
+            store,
+            Settings(),
+            clock=FakeClock(NOW),
             chat=parts.chat,
-            wing=DecisionWing.build(
-                sim_cluster[1], store, Settings(), executor_id="x", clock=lambda: NOW
-            ),
-            clock=lambda: NOW,
+            executor_id="x",
+            external=nobody_looked,
         )
         interactions = SlackInteractions(service, parts.chat, settings, client=parts.client)
         runner = SocketModeRunner(interactions, "xapp-test")  # not connected: no websocket here

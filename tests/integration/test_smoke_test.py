@@ -38,6 +38,7 @@ from gpusim.metrics import gpu_uuid
 from gpusim.resources import BY_KIND
 from gpusim.scenarios import healthy_cluster
 from gpusim.state import ClusterState
+from tests.helpers.clocks import FakeClock
 
 NODE = "gpu-a1"
 NS = "gpubot"
@@ -93,19 +94,18 @@ class Sim:
 
 
 class Ticks:
-    """A fake clock whose every sleep is one round of the simulated controllers (or none)."""
+    """The smoke test's sleep: each moves `clock` and is one round of the simulated
+    controllers (or none)."""
 
     def __init__(self, controllers: Controllers | None) -> None:
-        self.now = 0.0
+        # Seconds from 0, as the monotonic clock the smoke test counts its deadline on.
+        self.clock = FakeClock(datetime.fromtimestamp(0, UTC))
         self.controllers = controllers
         self.sleeps: list[float] = []
 
-    def clock(self) -> float:
-        return self.now
-
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
-        self.now += seconds
+        self.clock.advance(seconds)
         if self.controllers is not None:
             self.controllers.reconcile()
 
@@ -130,7 +130,7 @@ def run(sim: Sim) -> Run:
         ticks = Ticks(sim.controllers)
         options.setdefault("timeout_s", 30.0)
         options.setdefault("poll_s", 1.0)
-        return run_smoke_test(sim, NODE, 8, clock=ticks.clock, sleep=ticks.sleep, **options)
+        return run_smoke_test(sim, NODE, 8, clock=ticks.clock.time, sleep=ticks.sleep, **options)
 
     return go
 
@@ -321,7 +321,7 @@ def test_a_pod_nobody_runs_times_out_quickly_and_is_deleted(sim: Sim) -> None:
     sim.take_out_of_service()
     ticks = Ticks(None)  # no kubelet: the pod stays Pending
     result = run_smoke_test(
-        sim, NODE, 8, timeout_s=5, poll_s=1, clock=ticks.clock, sleep=ticks.sleep
+        sim, NODE, 8, timeout_s=5, poll_s=1, clock=ticks.clock.time, sleep=ticks.sleep
     )
 
     assert result.outcome == "fail" and result.phase == "Pending"
@@ -390,9 +390,9 @@ def test_the_executors_gate_runs_the_pod_once_the_rest_passes_and_reuses_a_recen
     on): the pod runs when it is the only thing the gate lacks, its result stands for
     max_age_s, and a node the gate refuses anyway gets no pod."""
     sim.take_out_of_service()
-    now = [datetime(2026, 1, 5, 9, 0, tzinfo=UTC)]
+    clock = FakeClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
     settings = SmokeTestSettings(enabled=True, timeout_s=30, max_age_s=600)
-    tests = SmokeTests(sim, settings, lambda: now[0], sleep=Ticks(sim.controllers).sleep)
+    tests = SmokeTests(sim, settings, clock, sleep=Ticks(sim.controllers).sleep)
 
     facts = sim.facts()
     first = tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu")
@@ -401,10 +401,10 @@ def test_the_executors_gate_runs_the_pod_once_the_rest_passes_and_reuses_a_recen
     assert smoke.reason == "nvidia-smi -L listed all 8 GPUs (NVIDIA A100-SXM4-80GB)"
     assert [p["spec"]["nodeName"] for p in sim.created] == [NODE]
 
-    now[0] += timedelta(seconds=599)
+    clock.now += timedelta(seconds=599)
     assert tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu").passed
     assert len(sim.created) == 1  # the recent pass stands
-    now[0] += timedelta(seconds=2)
+    clock.now += timedelta(seconds=2)
     assert tests.gate(facts.nodes[NODE], facts, CLEAN, "nvidia.com/gpu").passed
     assert len(sim.created) == 2  # too old: run again
 
