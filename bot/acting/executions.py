@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 
 from bot.clock import Clock
 from bot.errors import GpubotError
@@ -61,10 +62,21 @@ class IllegalExecutionMove(GpubotError):
 
 
 class Held:
-    """One execution this process owns right now: where its row stands, and whether another
-    process has taken it over since (then nothing more is written or done for it here)."""
+    """One execution this process owns right now: its row, moved only along `TRANSITIONS` and
+    written only under this process' name, and whether another process has taken it over
+    since (then nothing more is written or done for it here)."""
 
-    def __init__(self, request_id: str, state: ExecutionOutcome | None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        executor_id: str,
+        clock: Clock,
+        request_id: str,
+        state: ExecutionOutcome | None,
+    ) -> None:
+        self.store = store
+        self.executor_id = executor_id
+        self.clock = clock
         self.request_id = request_id
         self.state = state
         self.displaced = threading.Event()
@@ -78,6 +90,33 @@ class Held:
         if target not in TRANSITIONS[self.state]:
             raise IllegalExecutionMove(self.request_id, self.state, target)
         self.state = target
+
+    def claim(self) -> bool:
+        """The row made, `running`, unless the request has one already (a second click, a
+        retry, another replica) or its incident was resolved (then it is withdrawn)."""
+        if not self.store.claim_execution(self.request_id, self.executor_id, self.clock()):
+            return False
+        self.move("running")
+        return True
+
+    def take_over(self, stale_before: datetime) -> bool:
+        """The row made this process', when its owner stopped beating before `stale_before`
+        (or is this process in an earlier life)."""
+        return self.store.take_over_execution(
+            self.request_id, self.executor_id, self.clock(), stale_before
+        )
+
+    def acting(self) -> None:
+        """Past every check: from here a crash is resumed without checking again."""
+        self.move("acting")
+        self.store.mark_acting(self.request_id, self.executor_id)
+
+    def end(self, outcome: ExecutionOutcome, detail: str) -> bool:
+        """The row finished; False when another process owns it now (it tells the end)."""
+        self.move(outcome)
+        return self.store.finish_execution(
+            self.request_id, outcome, detail, self.clock(), executor=self.executor_id
+        )
 
 
 class Ownership:
@@ -112,7 +151,7 @@ class Ownership:
         processes it is alive, and sets `Held.displaced` when the store says another owns it
         (this process looked dead: a long pause, a partition) or it finished elsewhere. The
         reservation ends with it."""
-        held = Held(request_id, state)
+        held = Held(self.store, self.executor_id, self.clock, request_id, state)
         stop = threading.Event()
 
         def beat() -> None:

@@ -84,12 +84,12 @@ class Executor:
         stale = self.voting.no_longer_valid(request)
         if stale is not None:
             return stale
-        return self.run(request, voted_here=False)
+        return self.carry_out(request, voted_here=False)
 
-    def run(self, request: ActionRequest, *, voted_here: bool) -> Outcome:
-        """`voted_here`: the deciding vote was recorded a moment ago by `Voting.approve`, which
-        found the request valid and moved its incident to approved; the claim still refuses
-        it if its incident was resolved since."""
+    def carry_out(self, request: ActionRequest, *, voted_here: bool) -> Outcome:
+        """`voted_here`: the deciding vote was recorded a moment ago by
+        `Voting.record_approval`, which found the request valid and moved its incident to
+        approved; the claim still refuses it if its incident was resolved since."""
         now = self.clock()
         if now >= request.expires_at:
             return Outcome(
@@ -103,7 +103,7 @@ class Executor:
         if not self.ownership.reserve(request.id):
             return Outcome(request.id, "duplicate", self._say("exec.running_here"))
         with self.ownership.owning(request.id, None) as held:
-            if not self.store.claim_execution(request.id, self.executor_id, now):
+            if not held.claim():
                 # Resolved a moment ago (the claim looks at the incident in its transaction)?
                 stale = self.voting.no_longer_valid(request)
                 if stale is not None:
@@ -113,7 +113,6 @@ class Executor:
                 return Outcome(
                     request.id, "duplicate", self._say("exec.already_executed", state=state)
                 )
-            held.move("running")
             if not voted_here:
                 # Approvals recorded elsewhere (an older CLI, a replica that died mid-click)
                 # may have left the incident awaiting approval: the record must say it was
@@ -139,8 +138,7 @@ class Executor:
             if isinstance(checked, Stop):
                 return self._stopped(held, request, checked)
             # Past every check: only from here may a crash be resumed without checking again.
-            held.move("acting")
-            self.store.mark_acting(request.id, self.executor_id)
+            held.acting()
             cordoned = None
             if taking_out:
                 # Cordon, taint and annotations in one patch on the node just read: with the
@@ -191,10 +189,7 @@ class Executor:
     def _finish(
         self, held: Held, request: ActionRequest, outcome: ExecutionOutcome, message: str
     ) -> Outcome:
-        held.move(outcome)
-        if not self.store.finish_execution(
-            request.id, outcome, message, self.clock(), executor=self.executor_id
-        ):
+        if not held.end(outcome, message):
             return self._gave_way(request)
         self.timeline.finished(request, outcome, message)
         return Outcome(request.id, outcome, message)
@@ -230,11 +225,7 @@ class Executor:
         """The node is not what the approval saw: this request is over, and a new one, on the
         node as it is now, asks again with its own buttons (invariant 2)."""
         assert stop.node is not None
-        held.move("refused")
-        refused = self._say("exec.changed", changed=stop.why)
-        self.store.finish_execution(
-            request.id, "refused", refused, self.clock(), executor=self.executor_id
-        )
+        held.end("refused", self._say("exec.changed", changed=stop.why))
         asking = self._say("exec.state.asking_again")
         self.timeline.move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, asking)
         again = self.proposals.again(request, stop.node)
@@ -249,10 +240,7 @@ class Executor:
         request is over, its incident waits again, and the proposals offer it anew, with new
         buttons, once the reason has cleared. Never a silent failure."""
         message = self._say("exec.waiting", why=stop.why)
-        held.move("refused")
-        if not self.store.finish_execution(
-            request.id, "refused", message, self.clock(), executor=self.executor_id
-        ):
+        if not held.end("refused", message):
             return self._gave_way(request)
         waiting = self._say("exec.state.waiting", why=stop.why)
         self.timeline.move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, waiting)
@@ -315,9 +303,7 @@ class Executor:
         with self.ownership.owning(unfinished.request_id, unfinished.outcome) as held:
             now = self.clock()
             stale_before = now - timedelta(seconds=self.settings.remediation.execution_stale_s)
-            if not self.store.take_over_execution(
-                unfinished.request_id, self.executor_id, now, stale_before
-            ):
+            if not held.take_over(stale_before):
                 return None  # its owner is alive (heartbeat fresh) or another took it over
             request = self.store.request(unfinished.request_id)
             approvers = self.voting.approvers_enough(request)

@@ -82,12 +82,11 @@ class DecisionWing:
         """One person's approval, judged against the policy now; acted on at once when it is
         enough, unless `execute` is False (a replica that does not lead leaves it to the
         leader, whose duties pick up approvals recorded anywhere)."""
-        outcome = self.voting.approve(request_id, approver)
+        outcome = self.voting.record_approval(request_id, approver)
         if outcome.status != "approved":
             return outcome
         if not execute:
             runs = say(self.settings.lang, "exec.leader_runs_it", message=outcome.message)
             return Outcome(request_id, "approved", runs)
-        if outcome.request is None:
-            return self.executor.execute(request_id)
-        return self.executor.run(outcome.request, voted_here=True)
+        assert outcome.request is not None, "Voting.record_approval gives the request it approved"
+        return self.executor.carry_out(outcome.request, voted_here=True)

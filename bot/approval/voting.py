@@ -60,7 +60,7 @@ class Voting:
         self.groups_of = groups_of
         self.clock = clock
 
-    def approve(self, request_id: str, approver: str) -> Outcome:
+    def record_approval(self, request_id: str, approver: str) -> Outcome:
         """Records one person's approval when the policy allows it now. `approved` means the
         approvals are now enough to act on; `need-another` that a second person must agree."""
         try:
@@ -123,7 +123,7 @@ class Voting:
         self.timeline.move(request.incident, IncidentState.APPROVED, approver, approved)
         return Outcome(request_id, "approved", decision.reason, request=request)
 
-    def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
+    def record_denial(self, request_id: str, who: str, reason: str = "") -> Outcome:
         try:
             request = self.store.request(request_id)
         except NotFound:

@@ -56,7 +56,7 @@ class DecisionRelay:
         return outcome
 
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome:
-        outcome = self.wing.voting.deny(request_id, who, reason)
+        outcome = self.wing.voting.record_denial(request_id, who, reason)
         self.tell(request_id, outcome)
         return outcome
 

@@ -242,7 +242,7 @@ class _Loop:
             return False
         approved, _who = self.approve(request)
         if not approved:
-            self.wing.voting.deny(request.id, self.approver_name)
+            self.wing.voting.record_denial(request.id, self.approver_name)
             self.out.say(
                 say(self.lang, "demo.denied", action=request.action.value, node=request.node)
             )

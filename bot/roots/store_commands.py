@@ -56,11 +56,11 @@ class Ballot:
 
     def approve(self, request: str, as_user: str) -> Outcome:
         self._store.request(request)  # an unknown id is bad input, not a refusal
-        return self._voting.approve(request, as_user)
+        return self._voting.record_approval(request, as_user)
 
     def deny(self, request: str, as_user: str, reason: str) -> Outcome:
         self._store.request(request)  # an unknown id is bad input, not a refusal
-        return self._voting.deny(request, as_user, reason)
+        return self._voting.record_denial(request, as_user, reason)
 
     def finished_execution(self, request: str, wait_s: float) -> ExecutionRecord | None:
         """The request's execution once it has finished, or None when `wait_s` ran out

@@ -64,7 +64,10 @@ def test_an_expired_approval_is_refused(rig: Rig) -> None:
 
 def test_a_denied_request_cannot_be_approved_afterwards(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    assert rig.wing.voting.deny(request, "bob", "the job finishes in 10 min").status == "denied"
+    assert (
+        rig.wing.voting.record_denial(request, "bob", "the job finishes in 10 min").status
+        == "denied"
+    )
     assert rig.store.incident(rig.incident).state is IncidentState.DENIED
     late = rig.wing.approve(request, "alice")
     assert late.status == "not-allowed"
@@ -73,7 +76,7 @@ def test_a_denied_request_cannot_be_approved_afterwards(rig: Rig) -> None:
     assert rig.store.votes(request) == []
     assert rig.wing.executor.execute(request).status == "not-allowed"
     assert rig.wing.executor.execute_approved() == []
-    assert rig.wing.voting.deny(request, "carol").status == "duplicate"
+    assert rig.wing.voting.record_denial(request, "carol").status == "duplicate"
     assert not rig.cordoned("gpu-a3")
 
 
@@ -440,7 +443,7 @@ def test_an_execution_cut_short_before_its_checks_runs_them_again(rig: Rig) -> N
 
 def test_a_denial_is_never_an_orphan_to_resume(rig: Rig) -> None:
     request = rig.request(Action.CORDON)
-    rig.wing.voting.deny(request, "bob", "not during the training run")
+    rig.wing.voting.record_denial(request, "bob", "not during the training run")
     assert rig.store.unfinished_executions() == []
     rig.clock.now += timedelta(hours=1)
     assert rig.wing.executor.pending() == [] and rig.wing.executor.resume() == []

@@ -3,6 +3,7 @@ vocabulary of what happened to a request (`bot.model.RequestStatus`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import get_args
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from bot.acting.executions import TRANSITIONS, UNFINISHED, Held, IllegalExecutionMove
 from bot.model import ExecutionOutcome, Judgement, RequestStatus
 from bot.pipeline.relay import FINAL, PRIVATE
+from bot.store.sql import SqlStore
+from tests.helpers.clocks import FakeClock
 
 
 def test_every_state_an_execution_row_can_hold_is_in_the_table_and_reachable() -> None:
@@ -31,10 +34,13 @@ def test_only_running_and_acting_are_unfinished_and_a_finished_row_never_moves()
             assert after == frozenset(), state
 
 
-def test_a_denial_or_a_withdrawal_is_born_finished_and_a_claim_cannot_skip_its_checks() -> None:
+def test_a_denial_or_a_withdrawal_is_born_finished_and_a_claim_cannot_skip_its_checks(
+    tmp_path: Path,
+) -> None:
     assert TRANSITIONS[None] == {"running", "denied", "withdrawn"}
     assert "succeeded" not in TRANSITIONS["running"]  # only through `acting`
-    held = Held("r1", None)
+    store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    held = Held(store, "here", FakeClock(), "r1", None)
     held.move("running")
     with pytest.raises(IllegalExecutionMove, match="cannot go from running to succeeded"):
         held.move("succeeded")
