@@ -18,7 +18,9 @@ from bot.texts import say
 
 
 @dataclass(frozen=True)
-class BudgetVerdict:
+class BudgetCheck:
+    """Whether one more node of a pool may go out now, and the sentence that says why."""
+
     allowed: bool
     pool: str | None
     out_of_service: list[str]
@@ -32,7 +34,7 @@ def out_of_service(node: NodeFacts) -> bool:
 
 def check_budget(
     cluster: ClusterFacts, node: str, limits: BlastRadius, lang: Lang = Lang.EN
-) -> BudgetVerdict:
+) -> BudgetCheck:
     """May `node` be taken out of service now? A node already out counts as taken."""
     facts = cluster.nodes.get(node)
     pool_name = facts.pool if facts else None
@@ -45,7 +47,7 @@ def check_budget(
     out = sorted(m.name for m in members if out_of_service(m))
     if node in out:
         already = say(lang, "budget.already_out", node=node)
-        return BudgetVerdict(True, pool_name, out, budget, already)
+        return BudgetCheck(True, pool_name, out, budget, already)
     if len(out) + 1 > budget:
         reason = say(
             lang,
@@ -55,6 +57,6 @@ def check_budget(
             members=len(members),
             out=", ".join(out) or "-",
         )
-        return BudgetVerdict(False, pool_name, out, budget, reason)
+        return BudgetCheck(False, pool_name, out, budget, reason)
     within = say(lang, "budget.within", n=len(out) + 1, budget=budget)
-    return BudgetVerdict(True, pool_name, out, budget, within)
+    return BudgetCheck(True, pool_name, out, budget, within)

@@ -28,14 +28,16 @@ from typing import Literal, Protocol
 from bot.model import Lang, NodeFacts, PoolFacts
 from bot.texts import TEXTS, say
 
-Verdict = Literal["pass", "fail", "unknown"]
+CheckOutcome = Literal["pass", "fail", "unknown"]
+"""What one check of the gate saw: not a word of what happened to a request (that is
+`bot.model.RequestStatus`), but whether this node passed this item."""
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
 
 
 @dataclass(frozen=True)
 class GateItem:
     name: str
-    outcome: Verdict
+    outcome: CheckOutcome
     reason: str
     """In English, for logs and the rules' facts; a person reads `text(lang)`."""
     required: bool = True
@@ -88,7 +90,7 @@ def failing_text(items: list[GateItem], lang: Lang) -> str:
 
 def _item(
     name: str,
-    outcome: Verdict,
+    outcome: CheckOutcome,
     key: str,
     required: bool = True,
     fact: str | None = None,
@@ -103,7 +105,7 @@ class SmokeResult(Protocol):
     """What the GPU smoke test saw (`bot.gate.smoke_test.SmokeTest`)."""
 
     @property
-    def outcome(self) -> Verdict: ...
+    def outcome(self) -> CheckOutcome: ...
     @property
     def reason(self) -> str: ...
     @property
@@ -286,7 +288,7 @@ def _external(evidence: ExternalEvidence) -> list[GateItem]:
         ("dcgm-diag", evidence.dcgm_diag_passed, evidence.require_dcgm_diag),
         ("nccl-tests", evidence.nccl_tests_passed, evidence.require_nccl_tests),
     ):
-        outcome: Verdict = "unknown" if result is None else ("pass" if result else "fail")
+        outcome: CheckOutcome = "unknown" if result is None else ("pass" if result else "fail")
         items.append(_item(name, outcome, f"gate.{outcome}", required))
     return items
 

@@ -52,7 +52,7 @@ from typing import Any
 from bot.clock import Clock
 from bot.config import SmokeTestSettings
 from bot.errors import AlreadyExists, GpubotError, NotFound, TemporaryError
-from bot.gate.items import ExternalEvidence, GateResult, Verdict, health_gate
+from bot.gate.items import CheckOutcome, ExternalEvidence, GateResult, health_gate
 from bot.kube_objects import spec_of, status_of
 from bot.model import ClusterFacts, Lang, NodeFacts
 from bot.names import (
@@ -110,7 +110,7 @@ class SmokeTest:
     pod: str
     expected: int
     """GPUs the caller said the node should have: indices 0 .. expected-1 must be listed."""
-    outcome: Verdict
+    outcome: CheckOutcome
     reason: str
     listed: tuple[int, ...] = ()
     phase: str = ""
