@@ -146,6 +146,9 @@ def plan_drain(
 
 
 class _Tracker:
+    """Owns how many of a drain's pods are gone, counted across its eviction threads, and
+    tells each step to the progress callback. Never: counts a pod twice."""
+
     def __init__(self, total: int, on_progress: ProgressCallback | None) -> None:
         self._lock = threading.Lock()
         self.done = 0

@@ -101,6 +101,9 @@ def _plain(value: Any) -> Any:
 
 
 class _Reader:
+    """Owns the bundle being read from one must-gather folder, and what was skipped and why.
+    Never: fails on a file it cannot read (it is skipped and said)."""
+
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.bundle = Bundle()

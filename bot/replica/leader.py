@@ -57,6 +57,11 @@ class LeaseConfig:
 
 
 class LeaderElector:
+    """Owns this replica's view of the Lease (the record last seen and when it changed, its
+    own last renewal) and the thread that renews or tries to acquire it. Never: calls itself
+    leader once its last renewal is older than the renew deadline, or judges another's lease
+    expired by any clock but its own."""
+
     def __init__(
         self,
         cluster: Cluster,

@@ -109,6 +109,10 @@ class _StorePatientJobStore(SQLAlchemyJobStore):  # type: ignore[misc]  # untype
 
 
 class Scheduler:
+    """Owns the leader's APScheduler (started when this replica leads, stopped when it stops
+    leading) whose jobs live in the store's database. Never: runs a job on a follower, or lets
+    a store that will not take a write end the schedule (the job waits)."""
+
     def __init__(self, service: Service, engine: Any, settings: ScheduleSettings) -> None:
         global _service
         _service = service
