@@ -88,5 +88,6 @@ class DecisionWing:
         if not execute:
             runs = say(self.settings.lang, "exec.leader_runs_it", message=outcome.message)
             return Outcome(request_id, "approved", runs)
-        assert outcome.request is not None, "Voting.record_approval gives the request it approved"
+        # Voting.record_approval hands on the request it approved: read once, not again here.
+        assert outcome.request is not None
         return self.executor.carry_out(outcome.request, voted_here=True)
