@@ -133,6 +133,9 @@ def run(
     store_url: str | None = None,
     approver_name: str = "you",
 ) -> None:
+    """The show: each scripted fault in its scene, diagnosed by the pass as it happens; then
+    the loop on `LOOP_NODE` and the cordons, each request put to `approve` (none: the demo
+    stops at the first). Everything it started is stopped, whatever ends it."""
     store = ClusterState()
     store.load(healthy_cluster(4, utcnow())["items"])
     api = SimulatedApiServer(store).start()
