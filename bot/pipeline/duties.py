@@ -31,8 +31,9 @@ from bot.incidents.lifecycle import IllegalTransition
 from bot.kube_objects import name_of, spec_of
 from bot.model import Incident, IncidentState, Outcome
 from bot.names import GPUBOT
-from bot.pipeline.passes import OPEN, DiagnosisPass
+from bot.pipeline.passes import DiagnosisPass
 from bot.pipeline.relay import DecisionRelay
+from bot.pipeline.resolving import OPEN
 from bot.ports import Chat, Cluster, Store
 from bot.texts import say
 

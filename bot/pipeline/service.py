@@ -20,7 +20,8 @@ from bot.facts.gpu_metrics import GpuEvidence
 from bot.model import Diagnosis, Incident, Outcome, Signal, TimelineEntry
 from bot.pipeline.duties import LeaderDuties
 from bot.pipeline.notices import tell_notices
-from bot.pipeline.passes import DiagnosisPass, EvidenceLines
+from bot.pipeline.passes import DiagnosisPass
+from bot.pipeline.recorder import EvidenceLines
 from bot.pipeline.relay import DecisionRelay
 from bot.pipeline.worker import Worker
 from bot.ports import Chat, Cluster, Store

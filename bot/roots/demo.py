@@ -1,8 +1,15 @@
 """`gpubot demo`: a live simulated GPU cluster, a scripted sequence of faults, and the
-diagnoses as they happen, through the same parts `serve` will use: the simulator behind the
-real kubernetes client, watches turning changes into signals, the rules, and a real drain.
+diagnoses as they happen, through the same parts `serve` uses: the simulator behind the real
+kubernetes client, watches turning changes into signals, the diagnosis pass of
+`bot.pipeline` (the one `serve` and `drill` run) telling a chat that prints to the terminal,
+and a real drain.
 
-It is a show for a person at a terminal; it never touches anything outside 127.0.0.1.
+Why it exists: a new operator's first command (the README's), showing the whole loop — a
+fault, its diagnosis, an approved drain, the repair, the health gate, the uncordon — in a
+minute, with nothing to install or configure. It diagnoses through the same pass as the bot,
+so what it shows is what the bot would say.
+
+What it must never do: touch anything outside 127.0.0.1, or diagnose by a loop of its own.
 """
 
 from __future__ import annotations
@@ -10,8 +17,8 @@ from __future__ import annotations
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -21,9 +28,6 @@ from bot.acting.wing import DecisionWing
 from bot.chat.console import Prose, print_diagnoses, render_summary, render_timeline
 from bot.clock import utcnow
 from bot.config import ActionPolicy, ApprovalPolicy, Settings
-from bot.diagnose import diagnose
-from bot.facts.collecting import collect_facts, resolve_signal_nodes
-from bot.facts.live import read_snapshot
 from bot.gate.items import ExternalEvidence, item_name, item_reason
 from bot.incidents.summary import summarize, summary_lines
 from bot.kube.cluster import KubeCluster
@@ -39,6 +43,7 @@ from bot.model import (
     TimelineEntry,
 )
 from bot.names import GPUBOT
+from bot.pipeline.service import Service
 from bot.rules.loading import RuleSet
 from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
 from bot.sources.alertmanager.understanding import alert_mapping
@@ -90,7 +95,9 @@ class DemoOutput:
 def demo_settings(settings: Settings, approver: str, lang: Lang) -> Settings:
     """One person at a terminal approves everything: two-person rules would stall the demo.
     Production policies come from the settings file. The timeline is written in the demo's
-    language, as `serve` writes it in `lang`."""
+    language, as `serve` writes it in `lang`. Proposals are not held for a better diagnosis
+    (`settle_s`): the demo's faults are scripted one to a scene and nothing better follows
+    them, so a hold would only keep a scene's cordon from its scene."""
     person = ActionPolicy(users=[approver], allow_self=True)
     approvals = ApprovalPolicy(
         cordon=person, drain=person, uncordon=person, force=person, uncordon_anyway=person
@@ -98,7 +105,10 @@ def demo_settings(settings: Settings, approver: str, lang: Lang) -> Settings:
     remediation = settings.remediation.model_copy(
         update={"approvals": approvals, "drain_timeout_s": 60.0}
     )
-    return settings.model_copy(update={"remediation": remediation, "lang": lang})
+    thresholds = settings.thresholds.model_copy(update={"settle_s": 0})
+    return settings.model_copy(
+        update={"remediation": remediation, "lang": lang, "thresholds": thresholds}
+    )
 
 
 def gpu_errors(store: ClusterState, node: str) -> list[str]:
@@ -123,6 +133,9 @@ def run(
     store_url: str | None = None,
     approver_name: str = "you",
 ) -> None:
+    """The show: each scripted fault in its scene, diagnosed by the pass as it happens; then
+    the loop on `LOOP_NODE` and the cordons, each request put to `approve` (none: the demo
+    stops at the first). Everything it started is stopped, whatever ends it."""
     store = ClusterState()
     store.load(healthy_cluster(4, utcnow())["items"])
     api = SimulatedApiServer(store).start()
@@ -144,7 +157,6 @@ def run(
     ).start()
     watcher.wait_synced()
     alerts: list[Signal] = []
-    shown: set[tuple[str, str | None]] = set()
     incidents_db = tempfile.TemporaryDirectory(prefix="gpubot-demo-")
     records = SqlStore.open(store_url or f"sqlite:///{incidents_db.name}/gpubot.db")
     acting = demo_settings(settings, approver_name, lang)
@@ -156,9 +168,18 @@ def run(
         clock=utcnow,
         external=lambda node: ExternalEvidence(new_gpu_errors=gpu_errors(store, node)),
     )
-    wing.timeline.notify = out.timeline
-    loop: tuple[Incident, Diagnosis] | None = None
-    cordons: list[tuple[Incident, Diagnosis]] = []
+    wing.timeline.notify = _unless_proposal(out.timeline)
+    cast = _Cast()
+    service = Service(
+        settings=acting,
+        rules=rules,
+        store=records,
+        cluster=cluster,
+        chat=_DemoChat(out),
+        wing=wing,
+        clock=utcnow,
+        on_diagnosis=cast.take,
+    )
     try:
         for step in SCRIPT:
             out.step(step.title(lang))
@@ -168,41 +189,19 @@ def run(
             time.sleep(pause_s)  # let the watches deliver
             with lock:
                 fresh, seen[:] = list(seen), []
-            for signal in fresh + [a for a in alerts if a.node == step.node]:
+            batch = fresh + [a for a in alerts if a.node == step.node]
+            for signal in batch:
                 out.signal(signal)
             records.add_signals(fresh + alerts, utcnow())
-            snapshot = read_snapshot(cluster)
-            signals = resolve_signal_nodes(snapshot, alerts)
-            facts = collect_facts(snapshot, signals, settings, utcnow())
-            found = diagnose(facts, signals, rules, settings, lang).diagnoses
-            new = [d for d in found if (d.rule, d.node) not in shown]
-            shown.update((d.rule, d.node) for d in found)
-            for d in new:
-                incident = records.record_diagnosis(
-                    settings.cluster, d, utcnow(), settings.thresholds.flap_window_s
-                ).incident
-                records.append(
-                    TimelineEntry(
-                        incident=incident.id,
-                        at=utcnow(),
-                        actor=GPUBOT,
-                        kind="diagnosis",
-                        text=f"{d.title}: {d.summary}",
-                        data={"rule": d.rule, "stage": d.stage.value, "evidence": d.evidence},
-                    )
-                )
-                wants_drain = any(p.action is Action.DRAIN for p in d.proposals)
-                if d.node == LOOP_NODE and loop is None and wants_drain:
-                    loop = (incident, d)
-                elif any(p.action is Action.CORDON for p in d.proposals):
-                    cordons.append((incident, d))
-            out.diagnoses(new)
-        if loop is not None:
+            # As the serving worker takes a batch: the pass `serve` and `drill` run, about
+            # the nodes the batch names, telling each new diagnosis through `_DemoChat`.
+            service.process(batch)
+        if cast.loop is not None:
             demo = _Loop(store, records, wing, out, lang, approve, approver_name)
-            if demo.remediate(loop, pause_s, alerts):
-                for incident, d in cordons:
-                    demo.cordon(incident, d)
-            out.summary(*demo.ending(loop[0]))
+            if demo.remediate(cast.loop, pause_s, alerts):
+                for incident in cast.cordons.values():
+                    demo.cordon(incident)
+            out.summary(*demo.ending(cast.loop[0]))
     finally:
         watcher.stop()
         controllers.stop()
@@ -210,6 +209,84 @@ def run(
         api.stop()
         records.close()
         incidents_db.cleanup()
+
+
+def _unless_proposal(show: Callable[[TimelineEntry], None]) -> Callable[[TimelineEntry], None]:
+    """The wing's timeline on the console, proposals left out: the pass makes them with
+    their diagnosis, in the scene of the fault, and the scene that asks about a request
+    shows its proposal (`_Loop._decide`), so each is read just before its answer."""
+
+    def notify(entry: TimelineEntry) -> None:
+        if entry.kind != "proposal":
+            show(entry)
+
+    return notify
+
+
+@dataclass
+class _Cast:
+    """Owns which incidents the remediation scenes take, as the pass reports them: the loop
+    node's incident that proposes a drain, and every other incident that proposes a cordon.
+    It must never take an incident twice (a diagnosis the pass reports again is the same
+    incident)."""
+
+    loop: tuple[Incident, Diagnosis] | None = None
+    cordons: dict[str, Incident] = field(default_factory=dict)
+
+    def take(self, incident: Incident, found: Diagnosis) -> None:
+        if self.loop is not None and self.loop[0].id == incident.id:
+            return
+        wants_drain = any(p.action is Action.DRAIN for p in found.proposals)
+        if found.node == LOOP_NODE and self.loop is None and wants_drain:
+            self.loop = (incident, found)
+        elif any(p.action is Action.CORDON for p in found.proposals):
+            self.cordons.setdefault(incident.id, incident)
+
+
+@dataclass
+class _DemoChat:
+    """The Chat port on the demo's output: what the pass posts is shown in the scene that
+    found it. Owns nothing; it must never return a message reference, since a terminal has
+    no message to revise once the scene has moved on."""
+
+    out: DemoOutput
+
+    def post_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        under: Incident | None = None,
+    ) -> str | None:
+        self.out.diagnoses([diagnosis])
+        return None
+
+    def post_thread(self, incident: Incident, text: str) -> None:
+        self.out.say(text)
+
+    def ask_again(
+        self, incident: Incident | None, old: ActionRequest, new: ActionRequest, why: str
+    ) -> None:
+        self.out.say(why)
+
+    def revise_diagnosis(
+        self,
+        incident: Incident,
+        diagnosis: Diagnosis,
+        requests: Sequence[ActionRequest],
+        note: str,
+    ) -> None:
+        self.out.say(note)
+        self.out.diagnoses([diagnosis])
+
+    def withdraw(self, incident: Incident, request: ActionRequest, why: str) -> None:
+        self.out.say(why)
+
+    def post_notice(self, text: str, monospace: bool = False) -> None:
+        self.out.say(text)
+
+    def post_result(self, request: ActionRequest, text: str) -> None:
+        self.out.say(text)
 
 
 class _Loop:
@@ -234,7 +311,18 @@ class _Loop:
         self.approve = approve
         self.approver_name = approver_name
 
+    def _undecided(self, incident: Incident, action: Action) -> list[ActionRequest]:
+        """The incident's requests for `action` that nobody decided yet: the pass's."""
+        return [
+            r
+            for r in self.records.requests(incident.id)
+            if r.action is action and self.records.execution(r.id) is None
+        ]
+
     def _decide(self, request: ActionRequest) -> bool:
+        for entry in self.records.timeline(request.incident or ""):
+            if entry.kind == "proposal" and entry.data.get("request") == request.id:
+                self.out.timeline(entry)
         if self.approve is None:
             # The request's id is not worth showing: the demo's store goes with the demo.
             what = {"action": request.action.value, "node": request.node}
@@ -257,9 +345,7 @@ class _Loop:
         node = found.node or LOOP_NODE
         wing, lang = self.wing, self.lang
         self.out.step(say(lang, "demo.take_out", node=node))
-        facts = wing.facts.of_node(node)
-        proposed = wing.proposals.propose(incident.id, found, facts)
-        drains = [r for r in proposed if r.action is Action.DRAIN]
+        drains = self._undecided(incident, Action.DRAIN)
         if not drains or not self._decide(drains[0]):
             return False
         self.out.step(say(lang, "demo.repair", node=node))
@@ -305,13 +391,10 @@ class _Loop:
         )
         return True
 
-    def cordon(self, incident: Incident, found: Diagnosis) -> None:
-        node = found.node or ""
-        self.out.step(say(self.lang, "demo.cordon", node=node))
-        facts = self.wing.facts.of_node(node)
-        for request in self.wing.proposals.propose(incident.id, found, facts):
-            if request.action is Action.CORDON:
-                self._decide(request)
+    def cordon(self, incident: Incident) -> None:
+        self.out.step(say(self.lang, "demo.cordon", node=incident.node or ""))
+        for request in self._undecided(incident, Action.CORDON):
+            self._decide(request)
 
     def ending(self, incident: Incident) -> tuple[Incident, list[TimelineEntry]]:
         return self.records.incident(incident.id), self.records.timeline(incident.id)

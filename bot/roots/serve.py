@@ -38,7 +38,7 @@ from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
 from bot.model import ActionRequest, Diagnosis, Incident, Lang, Signal, TimelineEntry
-from bot.pipeline.passes import EvidenceLines
+from bot.pipeline.recorder import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
 from bot.process.health import Probe

@@ -24,7 +24,7 @@ from bot.config import (
 )
 from bot.incidents.digest import next_run
 from bot.model import Action, Incident, IncidentState, Lang, Signal
-from bot.pipeline.passes import FiringAlerts
+from bot.pipeline.firing import FiringAlerts
 from bot.pipeline.service import Service
 from bot.process.telemetry import Telemetry
 from bot.replica.schedule import Scheduler

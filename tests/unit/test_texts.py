@@ -138,7 +138,7 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
             "store unavailable",
         },
     ),
-    "bot/pipeline/passes.py": ("a log line's", {" (and {} more subject(s))"}),
+    "bot/pipeline/rule_errors.py": ("a log line's", {" (and {} more subject(s))"}),
     "bot/pipeline/worker.py": ("a log line's", {"goes on"}),
     "bot/roots/serve.py": ("a probe's name in the log", {"kubernetes api"}),
     "bot/roots/demo.py": (
