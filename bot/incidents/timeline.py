@@ -1,6 +1,7 @@
-"""The one writer of what the decisions and actions on an incident add to its timeline: a
-request proposed, a vote judged, a denial, a health-gate verdict, an action's start, its
-progress and its result, and the state moves they bring.
+"""The one writer of what gpubot adds to an incident's timeline beside the store's own state
+moves: a diagnosis found, a message revised, a request proposed, a vote judged, a denial, a
+health-gate verdict, an action's start, its progress and its result, a snooze, and the state
+moves they bring.
 
 Why it exists: the timeline is the incident's story, read back by the resolve summary, the
 digest, `gpubot timeline` and the thread; its entries must say the same things in the same
@@ -18,6 +19,7 @@ from __future__ import annotations
 import shlex
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Protocol
 
 from bot.clock import Clock
@@ -28,9 +30,12 @@ from bot.incidents.lifecycle import IllegalTransition
 from bot.model import (
     Action,
     ActionRequest,
+    Diagnosis,
     ExecutionOutcome,
+    Incident,
     IncidentState,
     Judgement,
+    RecordChange,
     TimelineEntry,
     TimelineKind,
 )
@@ -96,12 +101,17 @@ class Timeline:
         kind: TimelineKind,
         text: str,
         actor: str = GPUBOT,
+        *,
+        at: datetime | None = None,
         **data: object,
     ) -> None:
+        """`at`: when it happened, when not now (a pass stamps what it found with its own
+        time)."""
         if incident is None:
             return
+        when = at or self.clock()
         entry = TimelineEntry(
-            incident=incident, at=self.clock(), actor=actor, kind=kind, text=text, data=data
+            incident=incident, at=when, actor=actor, kind=kind, text=text, data=data
         )
         self.store.append(entry)
         self.notify(entry)
@@ -121,6 +131,43 @@ class Timeline:
                 return  # there already, or past it
             except StateChanged:
                 continue  # a concurrent click moved it first: try again from there
+
+    # ---- what a diagnosis pass found ------------------------------------------------------
+
+    def diagnosed(
+        self, incident: str, found: Diagnosis, change: RecordChange, at: datetime
+    ) -> None:
+        """A diagnosis that opened, reopened or took over the incident."""
+        self.note(
+            incident,
+            "diagnosis",
+            f"{found.title}: {found.summary}",
+            at=at,
+            rule=found.rule,
+            stage=found.stage.value,
+            evidence=found.evidence,
+            change=change,
+        )
+
+    def revised(
+        self, incident: str, note: str, gone: list[str], new: list[str], at: datetime
+    ) -> None:
+        """The message revised in place: what no longer holds the drain, what does now."""
+        self.note(incident, "note", note, at=at, updated={"gone": gone, "new": new})
+
+    def still_matches(self, incident: str, rule: str, at: datetime) -> None:
+        """An alert resolved while its rule still matches: the incident stays."""
+        self.note(incident, "note", self._say("pass.still_matches", rule=rule), at=at)
+
+    def part_of(self, incident: str, parent: Incident, pool: str) -> None:
+        """A node incident gathered under its pool's incident."""
+        text = self._say("pass.part_of", id=parent.id, rule=parent.rule, pool=pool)
+        self.note(incident, "note", text, parent=parent.id)
+
+    def snoozed(self, incident: str, who: str, until: datetime, at: datetime) -> None:
+        """Someone asked for quiet in the incident's thread until `until`."""
+        text = self._say("slack.snoozed_note", who=who, until=f"{until.astimezone(UTC):%H:%M}")
+        self.note(incident, "note", text, who, at=at, snoozed_until=until.isoformat())
 
     # ---- proposals and the gate -----------------------------------------------------------
 

@@ -21,6 +21,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.diagnose import diagnose
 from bot.facts.gpu_metrics import GpuEvidence
+from bot.incidents.timeline import Timeline
 from bot.model import ClusterFacts, Diagnosis, Incident, Signal
 from bot.pipeline.cluster_reads import ClusterReads, Scope, give_back_memory, scope_of
 from bot.pipeline.offers import Offers
@@ -53,6 +54,7 @@ class DiagnosisPass:
         cluster: Cluster,
         chat: Chat,
         proposals: Proposals,
+        timeline: Timeline,
         clock: Clock,
         take_deliveries: Callable[[int], list[Signal]] = lambda _at_most: [],
         later: Callable[[list[Signal]], None] = lambda _signals: None,
@@ -79,6 +81,7 @@ class DiagnosisPass:
             settings=settings,
             store=store,
             chat=chat,
+            timeline=timeline,
             offers=Offers(settings=settings, rules=rules, store=store, proposals=proposals),
             on_diagnosis=on_diagnosis,
             telemetry=telemetry,
@@ -91,7 +94,9 @@ class DiagnosisPass:
             clock=clock,
             evidence=evidence,
         )
-        self.resolver = Resolver(settings=settings, store=store, chat=chat, clock=clock)
+        self.resolver = Resolver(
+            settings=settings, store=store, chat=chat, timeline=timeline, clock=clock
+        )
         self.due_at: datetime | None = None
         """When a pass about the whole cluster will see something no signal announces: a
         GPU pod Pending since the last pass crosses `pending_after_s` (the scheduler records

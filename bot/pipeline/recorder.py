@@ -19,13 +19,11 @@ from datetime import datetime
 
 from bot.clock import Clock
 from bot.config import Settings
-from bot.model import ClusterFacts, Diagnosis, Incident, NodeFacts, TimelineEntry
-from bot.names import GPUBOT
+from bot.model import ClusterFacts, Diagnosis, Incident, NodeFacts
 from bot.pipeline.resolving import OPEN
 from bot.pipeline.telling import Teller
 from bot.ports import Store
 from bot.rules.loading import RuleSet
-from bot.texts import say
 
 EvidenceLines = Callable[[str], list[str]]
 """node → evidence lines from Prometheus (or one "evidence unavailable: ..." line)."""
@@ -142,19 +140,4 @@ class Recorder:
             if incident.parent == parent.id:
                 continue
             self.store.set_parent(incident.id, parent.id)
-            self.store.append(
-                TimelineEntry(
-                    incident=incident.id,
-                    at=self.clock(),
-                    actor=GPUBOT,
-                    kind="note",
-                    text=say(
-                        self.settings.lang,
-                        "pass.part_of",
-                        id=parent.id,
-                        rule=parent.rule,
-                        pool=node.pool,
-                    ),
-                    data={"parent": parent.id},
-                )
-            )
+            self.teller.timeline.part_of(incident.id, parent, node.pool)

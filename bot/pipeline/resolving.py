@@ -21,7 +21,8 @@ from bot.config import Settings
 from bot.errors import StateChanged
 from bot.incidents.lifecycle import withdrawal_text
 from bot.incidents.summary import summarize, summary_lines
-from bot.model import Action, Incident, IncidentState, NodeFacts, Signal, TimelineEntry
+from bot.incidents.timeline import Timeline
+from bot.model import Action, Incident, IncidentState, NodeFacts, Signal
 from bot.names import GPUBOT
 from bot.ports import Chat, Store
 from bot.texts import say
@@ -47,10 +48,13 @@ class Resolver:
     It decides which incidents a pass's findings end, and it must never end one for a pass
     that did not look at its node."""
 
-    def __init__(self, *, settings: Settings, store: Store, chat: Chat, clock: Clock) -> None:
+    def __init__(
+        self, *, settings: Settings, store: Store, chat: Chat, timeline: Timeline, clock: Clock
+    ) -> None:
         self.settings = settings
         self.store = store
         self.chat = chat
+        self.timeline = timeline
         self.clock = clock
 
     def resolve_gone(
@@ -77,15 +81,7 @@ class Resolver:
                 if incident.absent_since is not None:
                     self.store.mark_present(incident.id)
                 if incident.node in resolved_on:
-                    self.store.append(
-                        TimelineEntry(
-                            incident=incident.id,
-                            at=now,
-                            actor=GPUBOT,
-                            kind="note",
-                            text=say(self.settings.lang, "pass.still_matches", rule=incident.rule),
-                        )
-                    )
+                    self.timeline.still_matches(incident.id, incident.rule, now)
                 continue
             node = nodes.get(incident.node or "")
             absent = self.store.mark_absent(incident.id, now)

@@ -57,6 +57,7 @@ class Service:
         self.wing = wing
         self.proposals = wing.proposals
         self.facts = wing.facts
+        self.timeline = wing.timeline
         self.telemetry = telemetry
         self.inbox = inbox
         self.chat = chat
@@ -68,6 +69,7 @@ class Service:
             cluster=cluster,
             chat=chat,
             proposals=wing.proposals,
+            timeline=wing.timeline,
             clock=clock,
             take_deliveries=self.take_deliveries,
             later=self.worker.put,

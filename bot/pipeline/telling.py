@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from bot.config import Settings
+from bot.incidents.timeline import Timeline
 from bot.model import (
     ActionRequest,
     ClusterFacts,
@@ -24,7 +25,6 @@ from bot.model import (
     Incident,
     IncidentState,
     Recorded,
-    TimelineEntry,
 )
 from bot.names import GPUBOT
 from bot.pipeline.offers import Offers
@@ -46,6 +46,7 @@ class Teller:
         settings: Settings,
         store: Store,
         chat: Chat,
+        timeline: Timeline,
         offers: Offers,
         on_diagnosis: Callable[[Incident, Diagnosis], None] | None = None,
         telemetry: Telemetry | None = None,
@@ -53,6 +54,7 @@ class Teller:
         self.settings = settings
         self.store = store
         self.chat = chat
+        self.timeline = timeline
         self.offers = offers
         self.on_diagnosis = on_diagnosis or (lambda _incident, _diagnosis: None)
         self.telemetry = telemetry
@@ -72,21 +74,7 @@ class Teller:
         revised in place (the same thread for its whole life). `under`: the pool-wide
         incident whose thread a new node incident's message goes in."""
         incident = result.incident
-        self.store.append(
-            TimelineEntry(
-                incident=incident.id,
-                at=now,
-                actor=GPUBOT,
-                kind="diagnosis",
-                text=f"{found.title}: {found.summary}",
-                data={
-                    "rule": found.rule,
-                    "stage": found.stage.value,
-                    "evidence": found.evidence,
-                    "change": result.change,
-                },
-            )
-        )
+        self.timeline.diagnosed(incident.id, found, result.change, now)
         requests, held = self.offers.first(result, found, facts, now)
         if not requests:
             self._settle_state(incident.id, now)
@@ -186,15 +174,8 @@ class Teller:
         revision = self.told.revision(incident.id, found, now, self.settings.lang)
         if revision is None:
             return
-        self.store.append(
-            TimelineEntry(
-                incident=incident.id,
-                at=now,
-                actor=GPUBOT,
-                kind="note",
-                text=revision.note,
-                data={"updated": {"gone": list(revision.gone), "new": list(revision.new)}},
-            )
+        self.timeline.revised(
+            incident.id, revision.note, list(revision.gone), list(revision.new), now
         )
         undecided = [
             r

@@ -145,6 +145,7 @@ class Gate:
         self.store = service.store
         self.proposals = service.proposals
         self.facts = service.facts
+        self.timeline = service.timeline
         self.hold: threading.Event | None = None
         self.needed: int | None = None
 

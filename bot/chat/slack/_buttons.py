@@ -47,7 +47,7 @@ from bot.chat.slack._handling import (
 )
 from bot.chat.slack._texts import for_slack, hhmm
 from bot.errors import GpubotError, StoreUnavailable
-from bot.model import Lang, TimelineEntry
+from bot.model import Lang
 from bot.ports import Store
 from bot.texts import say
 
@@ -204,16 +204,7 @@ def _snooze(h: Handling, click: Click, respond: Respond) -> None:
     now = h.clock()
     until = now + timedelta(seconds=h.settings.snooze_s)
     h.chat.snooze(click.value, until)
-    h.engine.store.append(
-        TimelineEntry(
-            incident=click.value,
-            at=now,
-            actor=click.user,
-            kind="note",
-            text=say(h.lang, "slack.snoozed_note", who=click.user, until=hhmm(until)),
-            data={"snoozed_until": until.isoformat()},
-        )
-    )
+    h.engine.timeline.snoozed(click.value, click.user, until, now)
     ephemeral(
         respond,
         say(h.lang, "slack.snoozed", id=escape(click.value), until=hhmm(until)),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from bot.incidents.timeline import Timeline
 from bot.model import Action, ActionRequest, ClusterFacts, NodeFacts, Outcome
 from bot.ports import Store
 
@@ -46,5 +47,10 @@ class Engine(Protocol):
     def proposals(self) -> Requests: ...
     @property
     def facts(self) -> Facts: ...
+    @property
+    def timeline(self) -> Timeline:
+        """The one writer of the incident's timeline (a snooze is noted there)."""
+        ...
+
     def approve(self, request_id: str, approver: str) -> Outcome: ...
     def deny(self, request_id: str, who: str, reason: str = "") -> Outcome: ...
