@@ -56,6 +56,7 @@ from gpusim.control_routes import control
 from gpusim.credentials import ADMIN_USER, Credentials, credentials_of
 from gpusim.discovery import discovery
 from gpusim.objects import Json
+from gpusim.pressure import ApiPressure
 from gpusim.resource_handlers import serve_stored
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.serving import LoopbackServer
@@ -77,6 +78,8 @@ class SimulatedApiServer:
         self._stop = threading.Event()
         self._access = AccessControl(self.store, self.credentials)
         self._audit = AuditLog()
+        self.pressure = ApiPressure()
+        """Requests answered as a loaded or failing API server answers them, while applied."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -212,6 +215,14 @@ class SimulatedApiServer:
                     self.store, request, self._stop, lambda: self._audit.record(started, 200)
                 )
                 return
+            refused = self.pressure.refusal(request.path)
+            if refused is not None:
+                self._audit.record(attributes, refused.error.code)
+                payload = json.dumps(refused.error.status()).encode()
+                self._send(
+                    handler, refused.error.code, payload, "application/json", refused.headers
+                )
+                return
             code, body = self._dispatch(request, method)
         except ApiError as exc:
             code, body = exc.code, exc.status()
@@ -230,9 +241,15 @@ class SimulatedApiServer:
 
     @staticmethod
     def _send(
-        handler: BaseHTTPRequestHandler, code: int, payload: bytes, content_type: str
+        handler: BaseHTTPRequestHandler,
+        code: int,
+        payload: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
     ) -> None:
         handler.send_response(code)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(payload)))
         handler.end_headers()

@@ -92,9 +92,16 @@ def _one(
     if method == "DELETE":
         body = request.body()
         grace = body.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
+        deleted = store.delete(
+            resource,
+            namespace,
+            name,
+            None if grace is None else int(grace),
+            body.get("preconditions"),
+        )
         if resource.kind == "Pod":
             store.direct_deletes.append((namespace, name))
-        return 200, store.delete(resource, namespace, name, None if grace is None else int(grace))
+        return 200, deleted
     raise method_not_allowed()
 
 

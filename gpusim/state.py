@@ -163,15 +163,23 @@ class ClusterState:
             return self._store_update(resource, current, patched)
 
     def delete(
-        self, resource: ResourceType, namespace: str, name: str, grace: int | None = None
+        self,
+        resource: ResourceType,
+        namespace: str,
+        name: str,
+        grace: int | None = None,
+        preconditions: Json | None = None,
     ) -> Json:
         """Delete as the registry and the simulated kubelet do.
 
         Gone at once, unless finalizers hold the object (Terminating until they are removed)
         or a pod's containers take time to stop: the annotation SHUTDOWN_ANNOTATION says
-        how many seconds after SIGTERM, capped by the grace period, as a kubelet would."""
+        how many seconds after SIGTERM, capped by the grace period, as a kubelet would.
+        `preconditions` (DeleteOptions' `uid`, `resourceVersion`) must hold, or it is the
+        registry's 409."""
         with self._lock:
             current = self._current(resource, namespace, name)
+            _check_preconditions(resource, current, preconditions)
             metadata = current["metadata"]
             shutdown = _shutdown_seconds(current, grace) if resource.kind == "Pod" else 0.0
             if shutdown > 0 and not metadata.get("finalizers"):
@@ -209,8 +217,11 @@ class ClusterState:
         pods = BY_KIND["Pod"]
         with self._lock:
             pod = self._current(pods, namespace, name)
-            self._budgets.admit(pod)
             options = body.get("deleteOptions") or {}
+            # The eviction's DeleteOptions reach the registry's delete; its preconditions are
+            # checked before the budget, so a replacement pod of the same name is a 409.
+            _check_preconditions(pods, pod, options.get("preconditions"))
+            self._budgets.admit(pod)
             grace = options.get("gracePeriodSeconds")
             self.delete(pods, namespace, name, grace)
             self.evictions.append((namespace, name))
@@ -341,3 +352,26 @@ def _generated_name(base: str) -> str:
     """names.SimpleNameGenerator: the base cut to 58 characters, then 5 random ones from the
     alphabet that spells no words."""
     return base[:58] + "".join(random.choices(NAME_ALPHABET, k=5))
+
+
+def _check_preconditions(resource: ResourceType, current: Json, preconditions: Json | None) -> None:
+    """DeleteOptions' preconditions, as the registry checks them before a delete
+    (k8s.io/apiserver storage `Preconditions.Check`): the 409 names what it wanted and what
+    the object has."""
+    if not preconditions:
+        return
+    metadata = current.get("metadata") or {}
+    for field, have in (
+        ("uid", metadata.get("uid")),
+        ("resourceVersion", metadata.get("resourceVersion")),
+    ):
+        want = preconditions.get(field)
+        if want is not None and str(want) != str(have):
+            label = "UID" if field == "uid" else "ResourceVersion"
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {resource.plural} "{metadata.get("name", "")}": '
+                f"Precondition failed: {label} in precondition: {want}, "
+                f"{label} in object meta: {have}",
+            )
