@@ -71,12 +71,19 @@ class Cluster(Protocol):
         """A strategic merge patch, as kubectl cordon/label/taint send."""
         ...
 
-    def evict(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
-        """POST pods/NAME/eviction (policy/v1); PDBs are the server's to enforce."""
+    def evict(
+        self, namespace: str, name: str, grace_period_s: int | None = None, uid: str = ""
+    ) -> None:
+        """POST pods/NAME/eviction (policy/v1); PDBs are the server's to enforce. With `uid`,
+        the pod of that uid only (DeleteOptions' precondition): `Conflict` when another pod
+        now has the name."""
         ...
 
-    def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
-        """A direct delete: only ever for a drain a person approved with `force`."""
+    def delete_pod(
+        self, namespace: str, name: str, grace_period_s: int | None = None, uid: str = ""
+    ) -> None:
+        """A direct delete: only ever for a drain a person approved with `force`; `uid` as
+        for `evict`."""
         ...
 
     def create(self, kind: Kind, namespace: str, body: Mapping[str, Any]) -> Obj:
@@ -354,6 +361,11 @@ class ActionStore(Protocol):
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         """The owner of a running execution says it is alive; False when it no longer owns
         it (taken over, or finished)."""
+        ...
+
+    def release_execution(self, request_id: str, executor: str) -> bool:
+        """The owner of an unfinished execution leaves it to be taken over at once (its
+        heartbeat made stale); False when it no longer owns it."""
         ...
 
     def take_over_execution(

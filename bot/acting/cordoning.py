@@ -6,7 +6,7 @@ executor's business, never these functions'.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +63,38 @@ def take_out(
             patch = {"metadata": {**metadata, "annotations": changes} if changes else metadata}
             cluster.patch_node(node, {**patch, "spec": spec} if spec else patch)
         return NodeChange(node, changed=cordoning)
+
+    return _read_again_on_conflict(once)
+
+
+def put_back(
+    cluster: Cluster,
+    node: str,
+    current: Mapping[str, Any] | None,
+    taint_key: str,
+    annotation_keys: Sequence[str],
+) -> NodeChange:
+    """Take_out's inverse, in one patch guarded the same way: uncordoned, the taint of
+    `taint_key` gone, the annotations of `annotation_keys` removed; `changed` says whether
+    this uncordoned it. kubectl's uncordon sends `unschedulable: null`: the field disappears,
+    as on a never-cordoned node."""
+    reads = iter([current])
+
+    def once() -> NodeChange:
+        seen = next(reads, None) or cluster.get("Node", "", node)
+        taints = _taints(dict(seen))
+        kept = [t for t in taints if t.get("key") != taint_key]
+        had = meta(seen).get("annotations") or {}
+        gone = {k: None for k in annotation_keys if k in had}
+        uncordoning = bool(spec_of(seen).get("unschedulable"))
+        spec: dict[str, Any] = {"unschedulable": None} if uncordoning else {}
+        if len(kept) != len(taints):
+            spec["taints"] = kept or None
+        if spec or gone:
+            metadata = {"resourceVersion": meta(seen).get("resourceVersion")}
+            patch = {"metadata": {**metadata, "annotations": gone} if gone else metadata}
+            cluster.patch_node(node, {**patch, "spec": spec} if spec else patch)
+        return NodeChange(node, changed=uncordoning)
 
     return _read_again_on_conflict(once)
 

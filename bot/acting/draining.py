@@ -16,6 +16,7 @@ PodDisruptionBudget). Only the second ever deletes a pod directly.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -23,17 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tenacity import (
-    RetryError,
-    Retrying,
-    retry_if_exception_type,
-    retry_if_result,
-    stop_after_delay,
-    wait_exponential,
-)
-
 from bot.acting.cordoning import cordon
-from bot.errors import NotFound, PermanentError, TemporaryError
+from bot.acting.pacing import Overdue, Pacing, Stopped
+from bot.errors import Conflict, EvictionBlocked, NotFound, PermanentError, TemporaryError
 from bot.facts.drain_filters import DrainFlags, PodAction, RefusalKind, disposition
 from bot.kube_objects import Obj, meta, name_of, namespace_of
 from bot.ports import Cluster
@@ -171,79 +164,136 @@ class _Tracker:
             self._on_progress(progress)
 
 
-def _remove(
-    cluster: Cluster,
-    pod: PodPlan,
-    deadline: float,
-    disable_eviction: bool,
-    tracker: _Tracker,
-    result: DrainResult,
-    lock: threading.Lock,
-    keep_going: Callable[[], bool] = lambda: True,
-) -> None:
-    last_refusal: list[str] = []
-    if pod.action == "wait":
-        _wait_gone(cluster, pod, deadline, tracker, result, lock)
-        return
+class _Removal:
+    """One drain's removal of its pods, shared by its threads: the cluster, the deadline, how
+    fast it may ask (`pacing`), whether it may still write (`keep_going`, the owner's fence),
+    and what came of each pod. Never: sends an eviction once `keep_going` says no, or evicts a
+    pod other than the one planned (every eviction and delete carries the planned uid)."""
 
-    def attempt() -> None:
-        if not keep_going():
-            raise _Stopped(STOPPED)
-        try:
-            if disable_eviction:
-                cluster.delete_pod(pod.namespace, pod.name, pod.grace_period_s)
-            else:
-                cluster.evict(pod.namespace, pod.name, pod.grace_period_s)
-        except NotFound:
+    def __init__(
+        self,
+        cluster: Cluster,
+        deadline: float,
+        disable_eviction: bool,
+        tracker: _Tracker,
+        result: DrainResult,
+        pacing: Pacing,
+        keep_going: Callable[[], bool],
+    ) -> None:
+        self.cluster = cluster
+        self.deadline = deadline
+        self.disable_eviction = disable_eviction
+        self.tracker = tracker
+        self.result = result
+        self.pacing = pacing
+        self.keep_going = keep_going
+        self._lock = threading.Lock()
+
+    def _stall(self, pod: PodPlan, reason: str) -> None:
+        with self._lock:
+            self.result.stalled.append(Stall(pod.namespace, pod.name, reason))
+        self.tracker.report(pod, "stalled", reason)
+
+    def remove(self, pod: PodPlan) -> None:
+        if pod.action == "wait":
+            self._wait_gone(pod)
             return
-        except TemporaryError as exc:
-            if not last_refusal or last_refusal[-1] != str(exc):
-                tracker.report(pod, "blocked", str(exc))
-            last_refusal.append(str(exc))
-            raise
+        refusals: list[str] = []
+        try:
+            self._until_taken(pod, refusals)
+        except Stopped:
+            self._stall(pod, STOPPED)
+            return
+        except TemporaryError:
+            self._stall(pod, refusals[-1] if refusals else "timed out")
+            return
+        except PermanentError as exc:
+            self._stall(pod, str(exc))
+            return
+        with self._lock:
+            done = self.result.deleted if self.disable_eviction else self.result.evicted
+            done.append((pod.namespace, pod.name))
+        self.tracker.report(pod, "evicted")
+        self._wait_gone(pod)
 
-    remaining = max(0.0, deadline - time.monotonic())
-    try:
-        # kubectl waits a fixed 5 s after a 429; backing off from 0.2 s frees a pod as soon
-        # as its budget allows, without hammering the API server.
-        Retrying(
-            retry=retry_if_exception_type(TemporaryError),
-            wait=_until(deadline, wait_exponential(multiplier=0.2, max=2)),
-            stop=stop_after_delay(remaining),
-            reraise=True,
-        )(attempt)
-    except TemporaryError:
-        with lock:
-            result.stalled.append(
-                Stall(pod.namespace, pod.name, last_refusal[-1] if last_refusal else "timed out")
-            )
-        tracker.report(pod, "stalled", last_refusal[-1] if last_refusal else "")
-        return
-    except (PermanentError, _Stopped) as exc:
-        with lock:
-            result.stalled.append(Stall(pod.namespace, pod.name, str(exc)))
-        tracker.report(pod, "stalled", str(exc))
-        return
-    with lock:
-        (result.deleted if disable_eviction else result.evicted).append((pod.namespace, pod.name))
-    tracker.report(pod, "evicted")
-    _wait_gone(cluster, pod, deadline, tracker, result, lock)
+    def _until_taken(self, pod: PodPlan, refusals: list[str]) -> None:
+        """Asks until the server takes the eviction (or the delete), the pod is gone, or the
+        deadline passes; kubectl waits a fixed 5 s after a budget's 429, this backs off from
+        0.2 s with jitter, so a pod goes as soon as its budget allows."""
+        pause = 0.2
+        while True:
+            try:
+                self._ask(pod)
+                return
+            except Overdue:
+                raise
+            except TemporaryError as exc:
+                if not refusals or refusals[-1] != str(exc):
+                    self.tracker.report(pod, "blocked", str(exc))
+                refusals.append(str(exc))
+                self.pacing.refused(exc)
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                if isinstance(exc, EvictionBlocked) and exc.retry_after is None:
+                    self.pacing.sleep(min(pause * random.uniform(0.5, 1.0), left))
+                    pause = min(pause * 2, 2.0)
+
+    def _ask(self, pod: PodPlan) -> None:
+        with self.pacing.turn(self.deadline):
+            # The fence, right before the write: an owner that lost the execution (paused
+            # past its heartbeat, taken over) sends nothing more.
+            if not self.keep_going():
+                raise Stopped
+            try:
+                if self.disable_eviction:
+                    self.cluster.delete_pod(
+                        pod.namespace, pod.name, pod.grace_period_s, uid=pod.uid
+                    )
+                else:
+                    self.cluster.evict(pod.namespace, pod.name, pod.grace_period_s, uid=pod.uid)
+            except NotFound:
+                self.pacing.answered()
+                return
+            except Conflict:
+                # The planned pod's uid is not the one by that name now: ours is gone and a
+                # replacement stands in its place, which this drain never evicts.
+                if _still_there(self.cluster, pod) is None:
+                    self.pacing.answered()
+                    return
+                raise
+            self.pacing.answered()
+
+    def _wait_gone(self, pod: PodPlan) -> None:
+        while True:
+            last_error: TemporaryError | None = None
+            try:
+                current = _still_there(self.cluster, pod)
+            except PermanentError as exc:
+                self._stall(pod, str(exc))
+                return
+            except TemporaryError as exc:
+                current, last_error = {}, exc  # a flaky API is no verdict on the pod
+            if current is None:
+                self.tracker.report(pod, "gone")
+                return
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                reason = (
+                    f"unknown: {last_error}"
+                    if last_error is not None
+                    else _terminating_reason(current)
+                )
+                self._stall(pod, reason)
+                return
+            try:
+                self.pacing.sleep(min(0.5, left))
+            except Stopped:
+                self._stall(pod, STOPPED)
+                return
 
 
 STOPPED = "not evicted: this gpubot no longer owns the drain (another one took it over)"
-
-
-class _Stopped(Exception):
-    """The caller said stop (`keep_going`): no further eviction is sent."""
-
-
-def _until(deadline: float, wait: Any) -> Callable[[Any], float]:
-    """A tenacity wait that never sleeps past the drain's deadline."""
-
-    def capped(state: Any) -> float:
-        return float(max(0.0, min(wait(state), deadline - time.monotonic())))
-
-    return capped
 
 
 def _still_there(cluster: Cluster, pod: PodPlan) -> Obj | None:
@@ -255,39 +305,6 @@ def _still_there(cluster: Cluster, pod: PodPlan) -> Obj | None:
     if str(meta(current).get("uid", "")) != pod.uid:
         return None
     return current
-
-
-def _wait_gone(
-    cluster: Cluster,
-    pod: PodPlan,
-    deadline: float,
-    tracker: _Tracker,
-    result: DrainResult,
-    lock: threading.Lock,
-) -> None:
-    try:
-        Retrying(
-            # A flaky API while waiting is no verdict on the pod: look again.
-            retry=retry_if_result(lambda present: present is not None)
-            | retry_if_exception_type(TemporaryError),
-            wait=_until(deadline, wait_exponential(multiplier=0.05, max=1)),
-            stop=stop_after_delay(max(0.0, deadline - time.monotonic())),
-        )(_still_there, cluster, pod)
-    except PermanentError as exc:
-        with lock:
-            result.stalled.append(Stall(pod.namespace, pod.name, str(exc)))
-        tracker.report(pod, "stalled", str(exc))
-        return
-    except RetryError as exc:
-        last = exc.last_attempt
-        reason = (
-            f"unknown: {last.exception()}" if last.failed else _terminating_reason(last.result())
-        )
-        with lock:
-            result.stalled.append(Stall(pod.namespace, pod.name, reason))
-        tracker.report(pod, "stalled", reason)
-        return
-    tracker.report(pod, "gone")
 
 
 def _terminating_reason(pod: Obj | None) -> str:
@@ -314,11 +331,13 @@ def drain(
     concurrency: int = 32,
     on_progress: ProgressCallback | None = None,
     keep_going: Callable[[], bool] = lambda: True,
+    stop: threading.Event | None = None,
 ) -> DrainResult:
     """Cordon, then remove every pod the plan allows. A refused plan changes nothing, not even
     the cordon. The plan is made again after the cordon, so a pod that was bound in between is
-    not left behind. Once `keep_going()` is false no further eviction is sent: the pods not
-    yet asked are stalled with `STOPPED`."""
+    not left behind. `keep_going()` is asked right before every eviction: once it is false no
+    further eviction is sent, and the pods not yet asked are stalled with `STOPPED`; `stop`,
+    once set, ends every wait of the drain at once (the process is shutting down)."""
     started = time.monotonic()
 
     def make_plan() -> DrainPlan:
@@ -341,25 +360,18 @@ def drain(
         return result
     pods = plan.to_remove
     tracker = _Tracker(len(pods), on_progress)
-    deadline = started + timeout_s
-    lock = threading.Lock()
+    removal = _Removal(
+        cluster,
+        started + timeout_s,
+        disable_eviction,
+        tracker,
+        result,
+        Pacing(stop or threading.Event()),
+        keep_going,
+    )
     if pods:
         with ThreadPoolExecutor(max_workers=min(concurrency, len(pods))) as pool:
-            futures = [
-                pool.submit(
-                    _remove,
-                    cluster,
-                    p,
-                    deadline,
-                    disable_eviction,
-                    tracker,
-                    result,
-                    lock,
-                    keep_going,
-                )
-                for p in pods
-            ]
-            for future in futures:
+            for future in [pool.submit(removal.remove, p) for p in pods]:
                 future.result()
     result.duration_s = time.monotonic() - started
     return result

@@ -66,14 +66,20 @@ class Executor:
         self.checks = checks
         self.actions = actions
         self.timeline = timeline
-        beat_every_s = settings.remediation.execution_stale_s / 3
-        self.ownership = Ownership(store, executor_id, clock, beat_every_s)
+        self.ownership = Ownership(
+            store, executor_id, clock, settings.remediation.execution_stale_s
+        )
         # Invariant 6 across threads: two approvals at once must not both read a pool with
         # room for one node and both cordon. From the read to the cordon is one step.
         self._taking_out = threading.Lock()
 
     def _say(self, key: str, **values: object) -> str:
         return say(self.settings.lang, key, **values)
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """The process is stopping: nothing more is written to the cluster, every execution
+        here is handed over to the next leader (and says so in its timeline), none starts."""
+        self.ownership.stop(wait_s)
 
     # ---- executing an approved request ----------------------------------------------------
 
@@ -144,6 +150,8 @@ class Executor:
                 # Cordon, taint and annotations in one patch on the node just read: with the
                 # node list, two requests, as `kubectl cordon` sends.
                 try:
+                    if not held.may_write():
+                        return self._gave_way(held, request)
                     cordoned = self.actions.take_out(request, approvers, checked.current)
                 except GpubotError as exc:
                     self._started(request, approvers, checked)
@@ -168,14 +176,14 @@ class Executor:
         resumed: bool = False,
     ) -> Outcome:
         try:
-            acted = self.actions.perform(request, approvers, cordoned, lambda: not held.lost)
+            acted = self.actions.perform(request, approvers, cordoned, held)
         except GpubotError as exc:
             key = "exec.resume.failed" if resumed else "exec.failed"
             return self._fail(
                 held, request, self._say(key, command=command_for(request), error=exc)
             )
         if held.lost:
-            return self._gave_way(request)
+            return self._gave_way(held, request)
         message = acted.text
         if resumed and acted.drained:
             message = self.actions.whole_drain(request, acted.drained) or message
@@ -190,7 +198,7 @@ class Executor:
         self, held: Held, request: ActionRequest, outcome: ExecutionOutcome, message: str
     ) -> Outcome:
         if not held.end(outcome, message):
-            return self._gave_way(request)
+            return self._gave_way(held, request)
         self.timeline.finished(request, outcome, message)
         return Outcome(request.id, outcome, message)
 
@@ -203,9 +211,15 @@ class Executor:
         self.timeline.move(request.incident, IncidentState.FAILED, GPUBOT, message)
         return self._finish(held, request, "failed", message)
 
-    def _gave_way(self, request: ActionRequest) -> Outcome:
-        """Another process owns this execution now: it tells the result, not this one."""
-        message = self._say("exec.gave_way", command=command_for(request))
+    def _gave_way(self, held: Held, request: ActionRequest) -> Outcome:
+        """This process gave the execution up: another owns it now (it tells the result), or
+        this process is stopping and leaves it to the next leader at once. The timeline says
+        which, and when."""
+        command = command_for(request)
+        if held.handing_over and held.hand_over():
+            message = self._say("exec.handed_over", command=command, who=self.executor_id)
+        else:
+            message = self._say("exec.gave_way", command=command)
         self.timeline.note(request.incident, "note", message, request=request.id)
         return Outcome(request.id, "duplicate", message)
 
@@ -241,7 +255,7 @@ class Executor:
         buttons, once the reason has cleared. Never a silent failure."""
         message = self._say("exec.waiting", why=stop.why)
         if not held.end("refused", message):
-            return self._gave_way(request)
+            return self._gave_way(held, request)
         waiting = self._say("exec.state.waiting", why=stop.why)
         self.timeline.move(request.incident, IncidentState.AWAITING_APPROVAL, GPUBOT, waiting)
         self.timeline.note(

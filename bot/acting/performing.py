@@ -13,11 +13,12 @@ evict once the execution was taken over by another process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from bot.acting.cordoning import remove_taint, set_annotations, take_out, uncordon
+from bot.acting.cordoning import put_back, take_out
 from bot.acting.draining import drain
 from bot.clock import Clock
 from bot.config import Settings
@@ -28,6 +29,14 @@ from bot.ports import Cluster, Store
 from bot.texts import say
 
 OUR_ANNOTATIONS = ("incident", "approved-by", "reason", "since")
+
+
+class Fence(Protocol):
+    """What a write to the cluster asks first (`bot.acting.executions.Held`)."""
+
+    @property
+    def displaced(self) -> threading.Event: ...
+    def may_write(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -75,19 +84,17 @@ class NodeActions:
         return take_out(self.cluster, request.node, current, taint, annotations).changed
 
     def perform(
-        self,
-        request: ActionRequest,
-        approvers: list[str],
-        cordoned: bool | None,
-        keep_going: Callable[[], bool],
+        self, request: ActionRequest, approvers: list[str], cordoned: bool | None, fence: Fence
     ) -> Acted:
         """`cordoned`: whether the node was just taken out for this action (None: not yet, a
-        resumed execution: taken out here, by the same one patch)."""
+        resumed execution: taken out here, by the same one patch). Every write passes
+        `fence` first; once it says no, nothing more is written (`Acted.done` false)."""
         node = request.node
+        if not fence.may_write():
+            return Acted("", done=False)
         if request.action is Action.UNCORDON:
-            changed = uncordon(self.cluster, node).changed
-            remove_taint(self.cluster, node, MAINTENANCE_TAINT)
-            set_annotations(self.cluster, node, {f"{PREFIX}{k}": None for k in OUR_ANNOTATIONS})
+            ours = [f"{PREFIX}{k}" for k in OUR_ANNOTATIONS]
+            changed = put_back(self.cluster, node, None, MAINTENANCE_TAINT, ours).changed
             key = "exec.uncordoned" if changed else "exec.was_not_cordoned"
             return Acted(self._say(key, node=node))
         if cordoned is None:
@@ -95,9 +102,9 @@ class NodeActions:
             cordoned = self.take_out(request, approvers, None)
         if request.action is Action.CORDON:
             return Acted(self._say("exec.cordoned" if cordoned else "exec.was_cordoned", node=node))
-        return self._drain(request, keep_going)
+        return self._drain(request, fence)
 
-    def _drain(self, request: ActionRequest, keep_going: Callable[[], bool]) -> Acted:
+    def _drain(self, request: ActionRequest, fence: Fence) -> Acted:
         result = drain(
             self.cluster,
             request.node,
@@ -106,7 +113,8 @@ class NodeActions:
             allow_unmanaged=request.force,
             disable_eviction=request.force,
             on_progress=self.timeline.drain_progress(request),
-            keep_going=keep_going,
+            keep_going=fence.may_write,
+            stop=fence.displaced,
         )
         if result.refused:
             reasons = self._say("gate.separator").join(

@@ -17,16 +17,15 @@ already past is a no-op).
 from __future__ import annotations
 
 import shlex
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Protocol
 
 from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import StateChanged
 from bot.gate.items import GateResult, failing_text
 from bot.incidents.lifecycle import IllegalTransition
+from bot.incidents.progress import Progress, ProgressReport
 from bot.model import (
     Action,
     ActionRequest,
@@ -46,6 +45,9 @@ from bot.texts import say
 Notify = Callable[[TimelineEntry], None]
 """Told of every entry written: the service sends an action's start and progress to the
 incident's thread as they happen."""
+OnRequest = Callable[[ActionRequest, TimelineKind, str], None]
+"""Told an action's start and progress when no incident holds its request: the service says
+them where the request was asked (under its proposal)."""
 
 
 def command_for(request: ActionRequest) -> str:
@@ -63,21 +65,6 @@ def command_for(request: ActionRequest) -> str:
     return f"kubectl {request.action.value} {node}"
 
 
-class Progress(Protocol):
-    """How far a drain is (`bot.acting.draining.DrainProgress`)."""
-
-    @property
-    def done(self) -> int: ...
-    @property
-    def total(self) -> int: ...
-    @property
-    def pod(self) -> str: ...
-    @property
-    def event(self) -> str: ...
-    @property
-    def detail(self) -> str: ...
-
-
 class Timeline:
     """Owns nothing but the words: every entry goes to the store's timeline and to `notify`.
     Never: writes an entry for a request no incident holds (an ad-hoc request's story is its
@@ -90,6 +77,7 @@ class Timeline:
         self.clock = clock
         self.settings = settings
         self.notify = notify
+        self.on_request: OnRequest = lambda _request, _kind, _text: None
 
     def _say(self, key: str, **values: object) -> str:
         """In the settings' language as it is now (a running replica's may be changed)."""
@@ -107,6 +95,17 @@ class Timeline:
     ) -> None:
         """`at`: when it happened, when not now (a pass stamps what it found with its own
         time)."""
+        self._write(incident, kind, text, actor, at, data)
+
+    def _write(
+        self,
+        incident: str | None,
+        kind: TimelineKind,
+        text: str,
+        actor: str,
+        at: datetime | None,
+        data: dict[str, object],
+    ) -> None:
         if incident is None:
             return
         when = at or self.clock()
@@ -267,46 +266,26 @@ class Timeline:
         """An action under way, its incident executing. `pods`: those a drain has to move,
         for a drain taken over to tell the whole of it (a cordon reads none)."""
         self.move(request.incident, IncidentState.EXECUTING, GPUBOT, self._say("exec.executing"))
-        self.note(
-            request.incident,
-            "action-start",
-            self._say("exec.running", command=command_for(request), who=", ".join(approvers)),
-            request=request.id,
-            pods=pods,
-        )
+        running = self._say("exec.running", command=command_for(request), who=", ".join(approvers))
+        self._about(request, "action-start", running, pods=pods)
 
     def drain_progress(self, request: ActionRequest) -> Callable[[Progress], None]:
-        """Every blocker, and every quarter of the way: a thread, not a firehose. Evictions
-        finish on several threads at once; a count lower than one already told is dropped,
-        so the thread never reads "evicted 2/2" before "evicted 1/2"."""
-        reported: set[int] = set()
-        lock = threading.Lock()
+        """What a drain tells as it goes (`bot.incidents.progress`): each new blocker once,
+        then every quarter of the way with what still blocks. A request no incident holds
+        (`/gpubot drain NODE`) tells it where it was asked (`on_request`), as its result."""
 
-        def tell(progress: Progress) -> None:
-            with lock:
-                if progress.event in ("blocked", "stalled"):
-                    self.note(
-                        request.incident,
-                        "action-progress",
-                        f"{progress.event} {progress.pod}: {progress.detail}",
-                        request=request.id,
-                        done=progress.done,
-                        total=progress.total,
-                    )
-                    return
-                quarter = (4 * progress.done) // max(progress.total, 1)
-                if progress.event == "gone" and quarter > max(reported, default=0):
-                    reported.add(quarter)
-                    self.note(
-                        request.incident,
-                        "action-progress",
-                        self._say("exec.evicted", done=progress.done, total=progress.total),
-                        request=request.id,
-                        done=progress.done,
-                        total=progress.total,
-                    )
+        def tell(text: str, data: dict[str, object]) -> None:
+            self._about(request, "action-progress", text, **data)
 
-        return tell
+        return ProgressReport(tell, lambda: self.settings.lang)
+
+    def _about(self, request: ActionRequest, kind: TimelineKind, text: str, **data: object) -> None:
+        """An entry about an action: in its incident's timeline, or for a request no incident
+        holds, told where it was asked (there is no timeline to keep it)."""
+        if request.incident is None:
+            self.on_request(request, kind, text)
+            return
+        self._write(request.incident, kind, text, GPUBOT, None, {"request": request.id, **data})
 
     def finished(self, request: ActionRequest, outcome: ExecutionOutcome, message: str) -> None:
         self.note(request.incident, "action-result", message, request=request.id, outcome=outcome)

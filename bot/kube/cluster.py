@@ -192,26 +192,28 @@ class KubeCluster:
             obj: Obj = json.loads(response.data)
             return obj
 
-    def evict(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+    def evict(
+        self, namespace: str, name: str, grace_period_s: int | None = None, uid: str = ""
+    ) -> None:
         body = client.V1Eviction(
             api_version="policy/v1",
             kind="Eviction",
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=client.V1DeleteOptions(grace_period_seconds=grace_period_s)
-            if grace_period_s is not None
-            else None,
+            delete_options=_delete_options(grace_period_s, uid),
         )
         with converted(f"eviction of pod {namespace}/{name}", self.outage):
             self._calls.core.create_namespaced_pod_eviction(
                 name, namespace, body, _preload_content=False, _request_timeout=self._timeout
             )
 
-    def delete_pod(self, namespace: str, name: str, grace_period_s: int | None = None) -> None:
+    def delete_pod(
+        self, namespace: str, name: str, grace_period_s: int | None = None, uid: str = ""
+    ) -> None:
         with converted(f"delete pod {namespace}/{name}", self.outage):
             self._calls.core.delete_namespaced_pod(
                 name,
                 namespace,
-                grace_period_seconds=grace_period_s,
+                body=_delete_options(grace_period_s, uid),
                 _preload_content=False,
                 _request_timeout=self._timeout,
             )
@@ -243,3 +245,14 @@ class KubeCluster:
                 _request_timeout=self._timeout,
             )
             return bytes(response.data).decode(errors="replace")
+
+
+def _delete_options(grace_period_s: int | None, uid: str) -> client.V1DeleteOptions | None:
+    """A delete's or an eviction's options: its grace period, and the uid it is for (a
+    precondition: the server refuses with 409 when another object has the name now)."""
+    if grace_period_s is None and not uid:
+        return None
+    return client.V1DeleteOptions(
+        grace_period_seconds=grace_period_s,
+        preconditions=client.V1Preconditions(uid=uid) if uid else None,
+    )

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from bot.acting.wing import DecisionWing
 from bot.errors import GpubotError
-from bot.model import Outcome, RequestStatus, TimelineEntry
+from bot.model import ActionRequest, Outcome, RequestStatus, TimelineEntry, TimelineKind
 from bot.ports import Chat, Store
 from bot.process.telemetry import Telemetry
 
@@ -71,6 +71,17 @@ class DecisionRelay:
         except GpubotError:
             return
         self.chat.post_thread(incident, entry.text)
+
+    def on_request(self, request: ActionRequest, kind: TimelineKind, text: str) -> None:
+        """The timeline's `on_request`: an action no incident holds (`/gpubot drain NODE`) says
+        its start and progress where it was asked, under its proposal, as its result does:
+        a drain blocked for a minute is never silent."""
+        if kind not in ("action-start", "action-progress"):
+            return
+        try:
+            self.chat.post_result(request, text)
+        except GpubotError:
+            return
 
     def tell(self, request_id: str, outcome: Outcome) -> None:
         """Into the incident's thread go decisions and results; a request no incident holds

@@ -17,7 +17,15 @@ from bot.acting.wing import DecisionWing
 from bot.clock import Clock
 from bot.config import Settings
 from bot.facts.gpu_metrics import GpuEvidence
-from bot.model import Diagnosis, Incident, Outcome, Signal, TimelineEntry
+from bot.model import (
+    ActionRequest,
+    Diagnosis,
+    Incident,
+    Outcome,
+    Signal,
+    TimelineEntry,
+    TimelineKind,
+)
 from bot.pipeline.duties import LeaderDuties
 from bot.pipeline.notices import tell_notices
 from bot.pipeline.passes import DiagnosisPass
@@ -153,6 +161,9 @@ class Service:
 
     def on_timeline(self, entry: TimelineEntry) -> None:
         self.relay.on_timeline(entry)
+
+    def on_request(self, request: ActionRequest, kind: TimelineKind, text: str) -> None:
+        self.relay.on_request(request, kind, text)
 
     # ---- the leader's duties --------------------------------------------------------------
 

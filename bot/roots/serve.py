@@ -37,7 +37,15 @@ from bot.gate.items import ExternalEvidence
 from bot.incidents.digest import next_run
 from bot.kube.cluster import KubeCluster
 from bot.kube.permissions import check_permissions
-from bot.model import ActionRequest, Diagnosis, Incident, Lang, Signal, TimelineEntry
+from bot.model import (
+    ActionRequest,
+    Diagnosis,
+    Incident,
+    Lang,
+    Signal,
+    TimelineEntry,
+    TimelineKind,
+)
 from bot.pipeline.recorder import EvidenceLines
 from bot.pipeline.service import Service
 from bot.ports import Chat
@@ -111,6 +119,10 @@ class Replica:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        # First of all, nothing more is written to the cluster: the executions running here
+        # are handed over, so the next leader drives them at once rather than after this
+        # process is killed at the end of its grace period.
+        self.service.wing.executor.stop()
         self.server.should_exit = True
         if self.watcher is not None:
             self.watcher.stop()
@@ -261,7 +273,13 @@ def build_replica(
             log.info("incident %s: %s: %s", entry.incident, entry.actor, entry.text)
         service.on_timeline(entry)
 
+    def on_request(request: ActionRequest, kind: TimelineKind, text: str) -> None:
+        if kind in _TOLD_IN_THE_LOG:
+            log.info("request %s: %s", request.id, text)
+        service.on_request(request, kind, text)
+
     wing.timeline.notify = on_timeline  # drain progress into the incident's thread
+    wing.timeline.on_request = on_request  # or under an ad-hoc request's proposal
     scheduler = Scheduler(service, store.engine, settings.schedule)
     slack = _slack_parts(settings, outgoing, service) if outgoing else None
 

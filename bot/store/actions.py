@@ -14,7 +14,7 @@ resolved (`claim_execution` reads the incident, locked, in the transaction that 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -27,6 +27,8 @@ from bot.names import GPUBOT
 from bot.ports import ActionStore
 from bot.store.database import Part, insert_execution, int_id
 from bot.store.tables import executions, incidents, requests, votes
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -201,6 +203,17 @@ class SqlActions(Part, ActionStore):
             tx.execute(
                 executions.update().where(_owned_by(request_id, executor)).values(outcome="acting")
             )
+
+    def release_execution(self, request_id: str, executor: str) -> bool:
+        """The owner stopping: its heartbeat set to the epoch, so the next leader's duties
+        take the execution over at once instead of after `execution_stale_s`."""
+        with self.db.tx() as tx:
+            result = tx.execute(
+                executions.update()
+                .where(_owned_by(request_id, executor))
+                .values(heartbeat_at=_EPOCH)
+            )
+        return bool(result.rowcount)
 
     def beat(self, request_id: str, executor: str, now: datetime) -> bool:
         with self.db.tx() as tx:

@@ -142,6 +142,15 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "stopped: another gpubot took `{command}` over",
         ZH: "已停止：另一个 gpubot 接管了 `{command}`",
     },
+    "exec.blocked": {EN: "blocked {pod}: {detail}", ZH: "{pod} 被挡住：{detail}"},
+    "exec.still_blocked": {
+        EN: "{n} pod(s) still blocked by {cause}, {seconds} s",
+        ZH: "{n} 个 Pod 仍被 {cause} 挡住，{seconds} 秒",
+    },
+    "exec.handed_over": {
+        EN: "{who} is shutting down: `{command}` handed over to the next leader",
+        ZH: "{who} 正在关闭：`{command}` 已交给下一个 leader 接管",
+    },
     "exec.changed_facts": {EN: "the node's facts", ZH: "节点的状况"},
     "exec.changed": {
         EN: "the node changed since the approval: {changed}",

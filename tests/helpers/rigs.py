@@ -136,6 +136,7 @@ def build_service(
     )
     if progress_to_chat:
         wing.timeline.notify = service.on_timeline
+        wing.timeline.on_request = service.on_request
     return service
 
 
@@ -177,7 +178,8 @@ def make_rig(sim_cluster: Any, tmp_path: Path, lang: Lang = Lang.EN, **remediati
     store = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
     clock = FakeClock()
     settings = Settings(
-        lang=lang, remediation=Remediation(approvals=POLICY, drain_timeout_s=10, **remediation)
+        lang=lang,
+        remediation=Remediation(**{"approvals": POLICY, "drain_timeout_s": 10, **remediation}),
     )
     wing = build_wing(
         cluster,

@@ -147,6 +147,10 @@ NOT_FOR_PEOPLE: dict[str, tuple[str, set[str]]] = {
         {"GPU {}: Xid {}", "GPU {}: {} ECC double-bit errors", "simulated Alertmanager"},
     ),
     "bot/incidents/timeline.py": ("a command line", {"kubectl drain {}{}"}),
+    "bot/incidents/progress.py": (
+        "patterns read in the API server's refusals, never said",
+        {r"disruption budget (\S+)", r"^(?:eviction of|delete) pod \S+: "},
+    ),
     "bot/acting/performing.py": ("a node annotation", {"{} approved in gpubot"}),
     "bot/acting/executions.py": (
         "an exception's text",
