@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import socket
+import sqlite3
 import threading
 import time
 from collections import Counter
@@ -957,6 +958,34 @@ def test_a_restarted_replica_still_refuses_a_command_it_took_before(
     assert _proposed(rig) == [(Action.CORDON, "gpu-a3")]
     assert len(rig.double.calls) == calls
     assert status == 401
+
+
+def test_a_command_the_store_cannot_note_is_503_and_the_same_one_is_taken_after(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The replay check writes to the store before the ack: while the store cannot be
+    written it cannot tell a first copy from a replay, so it refuses (503, as a click meets
+    a store that is down) and remembers nothing; the same signed command, once the store is
+    back, is taken."""
+    body = form_body(rig.double.slash_command("cordon gpu-a3", CAROL, CHANNEL))
+    signed_at = time.time()
+    impatient = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}", lock_timeout_s=0.5)
+    try:
+        with _another_replica(rig, impatient, "replica-b") as other:
+            lock = sqlite3.connect(tmp_path / "gpubot.db")
+            try:
+                lock.execute("BEGIN EXCLUSIVE")
+                locked = post_signed(other, body, timestamp=signed_at)[0]
+            finally:
+                lock.rollback()
+                lock.close()
+            assert _proposed(rig) == []
+            taken = post_signed(other, body, timestamp=signed_at)[0]
+    finally:
+        impatient.close()
+    rig.settle()
+    assert (locked, taken) == (503, 200)
+    assert _proposed(rig) == [(Action.CORDON, "gpu-a3")]
 
 
 def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:
