@@ -296,8 +296,9 @@ class IncidentStore(Protocol):
 
 class ActionStore(Protocol):
     """Proposed actions, the votes on them and each one's single execution (invariant 3): a
-    request is decided once (executed, denied or withdrawn), whoever asks how often. Errors
-    besides `StoreUnavailable`: `NotFound`."""
+    request is decided once (executed, denied or withdrawn), whoever asks how often; and the
+    signed chat requests that propose and vote, each taken once. Errors besides
+    `StoreUnavailable`: `NotFound`."""
 
     def add_request(self, request: ActionRequest) -> None: ...
 
@@ -374,6 +375,15 @@ class ActionStore(Protocol):
         """Make `executor` the owner of an unfinished execution, when it already is (its
         earlier life) or the owner's last heartbeat is older than `stale_before`. True for
         exactly one of several callers at once."""
+        ...
+
+    def note_signed_request(self, digest: str, sent_at: datetime, forget_before: datetime) -> bool:
+        """A signed chat request arrived (`digest`: of its signature, which covers its
+        timestamp `sent_at` and its body). True for the first to note it, False for every
+        later copy, whichever replica, or life of one, notes it (a uniqueness constraint, as
+        a vote's). Requests signed before `forget_before` are forgotten in the same
+        transaction: the caller passes the moment before which the signer's own rules refuse
+        a request anyway."""
         ...
 
 

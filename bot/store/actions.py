@@ -4,7 +4,9 @@ Why a part of its own: this is where an approval turns into action, at most once
 3). A request has one row in `executions`, ever: a claim, a denial and a withdrawal are each
 an INSERT that only the first can make (`insert_execution`), and a stale owner is replaced by
 one conditional UPDATE (`take_over_execution`), so clicks, retries, restarts and replicas
-meet a constraint, never a second drain.
+meet a constraint, never a second drain. The signed chat requests that propose and vote are
+taken once the same way (`note_signed_request`): a slash command replayed to another replica
+meets a primary key, not a second request.
 
 What it must never do: judge a vote (who may approve, how many are needed, whether the node
 changed: `bot.approval`'s), act on the cluster, or claim a request whose incident is
@@ -25,8 +27,8 @@ from bot.incidents.lifecycle import withdrawal
 from bot.model import ActionRequest, ExecutionOutcome, IncidentState, Vote
 from bot.names import GPUBOT
 from bot.ports import ActionStore
-from bot.store.database import Part, insert_execution, int_id
-from bot.store.tables import executions, incidents, requests, votes
+from bot.store.database import Part, insert_execution, insert_once, int_id
+from bot.store.tables import executions, incidents, requests, signed_requests, votes
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -45,13 +47,15 @@ class ExecutionRecord:
 
 
 class SqlActions(Part, ActionStore):
-    """The `action_requests`, `approvals` and `executions` tables.
+    """The `action_requests`, `approvals`, `executions` and `signed_requests` tables.
 
-    Owns: requests as proposed, one vote per person and request, and the one execution row
-    per request with its owner and heartbeat. Never: decides whether the votes suffice or the
-    request has expired (`Voting` and `Executor` do, from what it returns), nor records a
-    result for an execution that another process has taken over (`finish_execution` with
-    `executor=`, `beat`).
+    Owns: requests as proposed, one vote per person and request, the one execution row per
+    request with its owner and heartbeat, and the signed chat requests of the replay window.
+    Never: decides whether the votes suffice or the request has expired (`Voting` and
+    `Executor` do, from what it returns), records a result for an execution that another
+    process has taken over (`finish_execution` with `executor=`, `beat`), or judges whether a
+    chat request is genuine or how long its window is (the caller verified the signature and
+    says what to forget).
     """
 
     def add_request(self, request: ActionRequest) -> None:
@@ -237,6 +241,19 @@ class SqlActions(Part, ActionStore):
                 .values(executor=executor, heartbeat_at=now)
             )
         return bool(result.rowcount)
+
+    def note_signed_request(self, digest: str, sent_at: datetime, forget_before: datetime) -> bool:
+        """The first INSERT of `digest` wins (ON CONFLICT DO NOTHING: a lost race is an
+        answer, not an error), after the rows signed before `forget_before` are deleted: a few
+        minutes of requests at people's pace, so the table stays as small as the window."""
+        with self.db.tx() as tx:
+            tx.execute(signed_requests.delete().where(signed_requests.c.sent_at < forget_before))
+            noted = tx.scalar(
+                insert_once(signed_requests, signed_requests.c.digest, tx.dialect).values(
+                    digest=digest, sent_at=sent_at
+                )
+            )
+        return noted is not None
 
     def execution(self, request_id: str) -> ExecutionRecord | None:
         with self.db.tx() as tx:

@@ -168,6 +168,19 @@ votes = sa.Table(
     sa.UniqueConstraint("request_id", "approver", name="one_vote_per_person"),
 )
 
+# Each signed chat request taken, by a digest of its Slack signature (which covers its
+# timestamp and body), with the timestamp it was signed at (migration 0008). A copy sent again,
+# to this replica, another or this one restarted, meets the primary key: the first INSERT
+# wins, as a vote's. Rows are kept only for Slack's replay window: past it, Slack's
+# verification refuses the timestamp before anything asks here, so noting a new request
+# deletes them.
+signed_requests = sa.Table(
+    "signed_requests",
+    metadata,
+    sa.Column("digest", sa.String(64), primary_key=True),
+    sa.Column("sent_at", UtcDateTime, nullable=False, index=True),
+)
+
 executions = sa.Table(
     "executions",
     metadata,

@@ -137,6 +137,40 @@ def test_one_vote_per_person_and_request(store: SqlStore) -> None:
         store.request("nope")
 
 
+def test_a_signed_request_is_taken_once_by_whichever_replica_notes_it_first(
+    request: pytest.FixtureRequest, store: SqlStore
+) -> None:
+    """Issue 31, item 7: a signed Slack request (its signature's digest) is taken by the
+    first replica that notes it, as a vote is (a uniqueness constraint, the first INSERT
+    wins); every other replica, and the same one restarted, is told it is a replay until the
+    request has left Slack's 5-minute window, when it is forgotten."""
+    other = SqlStore.open(store.engine.url.render_as_string(hide_password=False))
+    request.addfinalizer(other.close)
+    window = timedelta(minutes=5, seconds=30)
+    digest = "a" * 64
+    results: list[bool] = []
+    barrier = threading.Barrier(8)
+
+    def note(replica: SqlStore) -> None:
+        barrier.wait()
+        results.append(replica.note_signed_request(digest, T0, T0 - window))
+
+    threads = [threading.Thread(target=note, args=((store, other)[i % 2],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [False] * 7 + [True]
+    later = T0 + timedelta(minutes=5)
+    assert not other.note_signed_request(digest, T0, later - window)  # still in the window
+    assert other.note_signed_request("b" * 64, later, later - window)  # another request
+    # Once its timestamp has left the window Slack's verification refuses it anyway: the row
+    # is deleted by the next request noted, and the store does not grow with the traffic.
+    gone = T0 + window + timedelta(seconds=1)
+    assert store.note_signed_request("c" * 64, gone, gone - window)
+    assert store.note_signed_request(digest, T0, gone - window)
+
+
 def test_an_approval_is_claimed_for_execution_exactly_once_under_a_race(store: SqlStore) -> None:
     incident = store.record_diagnosis("prod", diagnosis(), T0, 3600).incident
     store.add_request(request_for(incident.id))

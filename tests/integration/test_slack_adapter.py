@@ -14,10 +14,12 @@ import json
 import logging
 import re
 import socket
+import sqlite3
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -267,36 +269,48 @@ def rig(sim_cluster: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
         )
         gate = Gate(service)
         interactions = SlackInteractions(gate, chat, slack, client=client, lang=settings.lang)
-        app = Starlette(routes=build_slack_routes(interactions))
-        server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        _wait(lambda: server.started, what="uvicorn to start")
-        port = server.servers[0].sockets[0].getsockname()[1]
         delivery.start()
         try:
-            yield Rig(
-                double,
-                sim,
-                cluster,
-                store,
-                service,
-                gate,
-                chat,
-                delivery,
-                interactions,
-                f"http://127.0.0.1:{port}/slack/events",
-            )
+            with _served(interactions) as url:
+                try:
+                    yield Rig(
+                        double,
+                        sim,
+                        cluster,
+                        store,
+                        service,
+                        gate,
+                        chat,
+                        delivery,
+                        interactions,
+                        url,
+                    )
+                finally:
+                    if gate.hold is not None:
+                        gate.hold.set()
         finally:
-            if gate.hold is not None:
-                gate.hold.set()
-            server.should_exit = True
-            thread.join(timeout=10)
             interactions.close()
             delivery.stop()
             store.close()
+
+
+@contextmanager
+def _served(interactions: SlackInteractions) -> Iterator[str]:
+    """`POST /slack/events` of `interactions` served by uvicorn on 127.0.0.1, as `serve`
+    serves it; yields its URL."""
+    app = Starlette(routes=build_slack_routes(interactions))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    _wait(lambda: server.started, what="uvicorn to start")
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/slack/events"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 # ---- approvals through buttons --------------------------------------------------------------
@@ -834,6 +848,144 @@ def test_a_slash_drain_with_no_incident_tells_its_result_under_its_proposal(rig:
     assert any(line.startswith("drained gpu-a3") for line in told), told
     tops = [m["ts"] for m in rig.double.messages(CHANNEL) if m.get("thread_ts") in (None, m["ts"])]
     assert tops == [proposal["ts"]]  # in its thread, not a message of its own
+
+
+@contextmanager
+def _another_replica(rig: Rig, store: SqlStore, executor_id: str) -> Iterator[str]:
+    """Another `gpubot serve` behind the same Slack app: its own `Service`, chat and
+    `SlackInteractions` on `store` (the rig's, or the same database opened again, as a
+    restarted replica opens it), at its own URL, and not the leader (the rig's delivery sends
+    what it queues). Yields its URL; every interaction it acknowledged is handled on exit."""
+    chat = SlackChat(store, CHANNEL, rig.interactions.lang, on_queued=rig.delivery.wake)
+    service = build_service(
+        rig.cluster,
+        store,
+        rig.service.settings,
+        clock=FakeClock(real_time=True),
+        chat=chat,
+        groups_of=SlackGroups.for_policy(rig.interactions.client, POLICY, ttl_s=60),
+        is_leader=lambda: False,
+        executor_id=executor_id,
+    )
+    interactions = SlackInteractions(
+        service,
+        chat,
+        rig.interactions.settings,
+        client=rig.interactions.client,
+        lang=rig.interactions.lang,
+    )
+    try:
+        with _served(interactions) as url:
+            yield url
+            assert interactions.wait_idle(10)
+    finally:
+        interactions.close()
+
+
+def _proposed(rig: Rig) -> list[tuple[Action, str]]:
+    """What the channel puts before people: each request with an approve button, once."""
+    ids = {
+        value
+        for message in rig.double.messages(CHANNEL)
+        for action_id, value in _buttons(message.get("blocks", []))
+        if action_id == APPROVE_ACTION
+    }
+    return sorted((rig.store.request(i).action, rig.store.request(i).node) for i in ids)
+
+
+def _lower(headers: dict[str, str]) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
+
+
+def test_a_slash_command_replayed_to_another_replica_makes_no_second_request(rig: Rig) -> None:
+    """Issue 31, item 7: the same signed `/gpubot drain gpu-a2` sent to a second replica
+    within the 5 minutes made a second request (each replica remembered only the signatures
+    it had seen itself). Slack signs `v0:timestamp:body` and asks apps to refuse a timestamp
+    more than 5 minutes away ("Verifying requests from Slack"): within those minutes the same
+    signature twice is a replay, whichever replica it reaches, and the store remembers it.
+
+    Slack never sends a slash command or a click twice: only Events API deliveries are
+    retried, marked `X-Slack-Retry-Num` (gpubot subscribes to no event). That header is not
+    signed, so a copy that carries it is a replay like any other: refused, and told with
+    `X-Slack-No-Retry: 1` that sending it again cannot help. A replayed click is refused the
+    same way, before its once-only vote is even asked."""
+    body = form_body(rig.double.slash_command("drain gpu-a2", CAROL, CHANNEL))
+    signed_at = time.time()
+    as_retried = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+    replays: list[tuple[int, str | None]] = []
+    with _another_replica(rig, rig.store, "replica-b") as other:
+        assert post_signed(rig.url, body, timestamp=signed_at)[0] == 200
+        rig.settle()
+        [proposal] = rig.double.messages(CHANNEL)
+        [request_id] = [v for a, v in _buttons(proposal["blocks"]) if a == APPROVE_ACTION]
+        for url, headers in ((other, {}), (other, as_retried), (rig.url, {})):
+            status, answer, _ = post_signed(url, body, timestamp=signed_at, headers=headers)
+            replays.append((status, _lower(answer).get("x-slack-no-retry")))
+        rig.settle()
+
+        click = rig.double.block_actions(CHANNEL, proposal["ts"], ALICE, APPROVE_ACTION, request_id)
+        assert post_signed(rig.url, interaction_body(click), timestamp=signed_at)[0] == 200
+        rig.settle()
+        calls = len(rig.double.calls)
+        status, answer, _ = post_signed(other, interaction_body(click), timestamp=signed_at)
+        replays.append((status, _lower(answer).get("x-slack-no-retry")))
+    rig.settle()
+    assert _proposed(rig) == [(Action.DRAIN, "gpu-a2")]  # one request, however often sent
+    assert [e for e in rig.ephemerals_to(CAROL) if "Proposed *drain gpu-a2*" in e] != []
+    assert [v.approver for v in rig.store.votes(request_id)] == [ALICE]
+    assert len(rig.double.calls) == calls  # nothing said to anyone for a replay
+    assert rig.node("gpu-a2")["spec"].get("unschedulable") is None
+    assert replays == [(401, "1")] * 4
+
+
+def test_a_restarted_replica_still_refuses_a_command_it_took_before(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """Issue 31, item 7: what a replica has taken is in the store, not in its memory, so a
+    replica restarted within the replay window refuses the same signed command."""
+    body = form_body(rig.double.slash_command("cordon gpu-a3", CAROL, CHANNEL))
+    signed_at = time.time()
+    assert post_signed(rig.url, body, timestamp=signed_at)[0] == 200
+    rig.settle()
+    calls = len(rig.double.calls)
+    reopened = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}")
+    try:
+        with _another_replica(rig, reopened, "replica") as restarted:
+            status = post_signed(restarted, body, timestamp=signed_at)[0]
+    finally:
+        reopened.close()
+    rig.settle()
+    assert _proposed(rig) == [(Action.CORDON, "gpu-a3")]
+    assert len(rig.double.calls) == calls
+    assert status == 401
+
+
+def test_a_command_the_store_cannot_note_is_503_and_the_same_one_is_taken_after(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """The replay check writes to the store before the ack: while the store cannot be
+    written it cannot tell a first copy from a replay, so it refuses (503, as a click meets
+    a store that is down) and remembers nothing; the same signed command, once the store is
+    back, is taken."""
+    body = form_body(rig.double.slash_command("cordon gpu-a3", CAROL, CHANNEL))
+    signed_at = time.time()
+    impatient = SqlStore.open(f"sqlite:///{tmp_path / 'gpubot.db'}", lock_timeout_s=0.5)
+    try:
+        with _another_replica(rig, impatient, "replica-b") as other:
+            lock = sqlite3.connect(tmp_path / "gpubot.db")
+            try:
+                lock.execute("BEGIN EXCLUSIVE")
+                locked = post_signed(other, body, timestamp=signed_at)[0]
+            finally:
+                lock.rollback()
+                lock.close()
+            assert _proposed(rig) == []
+            taken = post_signed(other, body, timestamp=signed_at)[0]
+    finally:
+        impatient.close()
+    rig.settle()
+    assert (locked, taken) == (503, 200)
+    assert _proposed(rig) == [(Action.CORDON, "gpu-a3")]
 
 
 def test_a_node_that_changed_is_asked_again_with_new_buttons(rig: Rig) -> None:

@@ -13,11 +13,17 @@ Why it exists: no request that Slack did not send, or sent before, may change an
    answer a parse error with a 500).
 2. bolt's `RequestVerification` (always on): the same verification again, inside bolt, so
    the bolt app is never reachable unverified whoever routes to it.
-3. replay (a global bolt middleware, so it sees verified requests only): the same
-   (timestamp, signature) twice → 401. An in-memory TTL set is enough: step 2 refuses
-   anything older than 5 minutes, so only 5 minutes of signatures need remembering, a few
-   kilobytes at Slack's rates. Per replica: a replay sent to another replica passes this
-   check, and then meets the store's once-only vote and execution (invariant 3).
+3. replay (a global bolt middleware, so it sees verified requests only): a signature taken
+   before → 401 with `X-Slack-No-Retry: 1`; the store down → 503. Slack signs
+   `v0:timestamp:body` and asks apps to refuse a timestamp more than 5 minutes away
+   ("Verifying requests from Slack"), so within those minutes the same signature twice is a
+   replay. The store remembers each signature (a digest) for that window
+   (`note_signed_request`: the first INSERT wins, as a vote's), so a copy sent to another
+   replica, or to this one after a restart, is refused too: a slash command proposes once,
+   and a click votes once before the vote's own constraint is even asked. Slack itself
+   never sends a command or a click twice (it retries only Events API deliveries, marked
+   `X-Slack-Retry-Num`, and gpubot subscribes to no event); that header is outside the
+   signature, so it changes nothing here.
 4. `block_actions`: a click on a button that is not ours → 400, store down → 503
    (`_buttons.click_problem`).
 
@@ -34,14 +40,14 @@ click or a command does is `_buttons` and `_command`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import secrets
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse, Respond
@@ -80,39 +86,15 @@ _bolt_log.setLevel(logging.WARNING)
 TIMESTAMP = re.compile(r"[0-9]{1,12}")
 """What `X-Slack-Request-Timestamp` holds: Unix seconds."""
 
-REPLAY_TTL_S = 5 * 60 + 30
-"""SignatureVerifier's window (5 min either way) and a little clock skew."""
+REPLAY_WINDOW = timedelta(minutes=5, seconds=30)
+"""How long a signature is remembered: SignatureVerifier's window (a timestamp more than 5
+minutes away either way is refused) and a little clock skew between the replicas."""
 
 
-class _SeenSignatures:
-    """(timestamp, signature) pairs seen in the last `ttl_s`: a thread-safe TTL set.
-
-    Owns the pairs and when each may be forgotten. Must never forget one before the
-    signature verifier would refuse its timestamp anyway (`REPLAY_TTL_S`), nor grow past
-    what `ttl_s` of requests adds."""
-
-    def __init__(self, ttl_s: float = REPLAY_TTL_S, clock: Callable[[], float] = time.time):
-        self.ttl_s = ttl_s
-        self.clock = clock
-        self._lock = threading.Lock()
-        self._seen: set[tuple[str, str]] = set()
-        self._order: deque[tuple[float, tuple[str, str]]] = deque()
-
-    def first_time(self, timestamp: str, signature: str) -> bool:
-        key = (timestamp, signature)
-        with self._lock:
-            now = self.clock()
-            while self._order and self._order[0][0] <= now:
-                self._seen.discard(self._order.popleft()[1])
-            if key in self._seen:
-                return False
-            try:
-                sent_at = float(timestamp)
-            except ValueError:
-                sent_at = now
-            self._seen.add(key)
-            self._order.append((max(now, sent_at) + self.ttl_s, key))
-            return True
+def _digest(signature: str) -> str:
+    """What the store keeps of a signature: a fixed-size key, and never the signature itself
+    (the log holds none either)."""
+    return hashlib.sha256(signature.encode()).hexdigest()
 
 
 def _first(headers: Mapping[str, Sequence[str]], name: str) -> str:
@@ -124,8 +106,9 @@ class SlackInteractions:
     """Buttons and `/gpubot`, for HTTP (`routes`) and Socket Mode (`SocketModeRunner`).
 
     Owns the bolt `App` (its signing secret, verification always on, its middleware and
-    listeners), the replay memory of this replica, and the pool that handles acknowledged
-    interactions with the futures still running (`wait_idle`, `close`).
+    listeners) and the pool that handles acknowledged interactions with the futures still
+    running (`wait_idle`, `close`). The signatures it took are the store's, not its own: a
+    replica's memory is not where a replay to another replica could be seen.
 
     Must never acknowledge a request that failed a check, nor make Slack wait for the
     engine: the ack goes first, the work to the pool.
@@ -149,7 +132,6 @@ class SlackInteractions:
         self.lang = lang
         self.clock = clock
         self._handling = Handling(engine, chat, settings, lang, clock)
-        self._replays = _SeenSignatures()
         secret = settings.signing_secret.get_secret_value() if settings.signing_secret else None
         if secret is None and settings.mode == "http":
             raise InputError("slack.signing_secret", "required in http mode")
@@ -232,13 +214,27 @@ class SlackInteractions:
     def _refuse_replays(
         self, req: BoltRequest, resp: BoltResponse, next: Callable[[], BoltResponse]
     ) -> BoltResponse:
-        """Runs after bolt verified the signature and timestamp (HTTP)."""
+        """Runs after bolt verified the signature and timestamp (HTTP), so the timestamp is
+        Unix seconds within 5 minutes of now. Socket Mode has no signature: Slack
+        authenticated the websocket."""
         if req.mode != "socket_mode":
             timestamp = _first(req.headers, "x-slack-request-timestamp")
             signature = _first(req.headers, "x-slack-signature")
-            if not self._replays.first_time(timestamp, signature):
+            sent_at = datetime.fromtimestamp(int(timestamp), UTC)
+            try:
+                first = self.engine.store.note_signed_request(
+                    _digest(signature), sent_at, self.clock() - REPLAY_WINDOW
+                )
+            except StoreUnavailable:
+                return BoltResponse(status=503, body={"error": "store unavailable"})
+            if not first:
                 log.warning("refused a replayed Slack request (timestamp %s)", timestamp)
-                return BoltResponse(status=401, body={"error": "replayed request"})
+                # Slack's way to say a failed delivery must not be sent again (the Events
+                # API's retries): this one's first copy was taken, another cannot help.
+                no_retry: dict[str, str | Sequence[str]] = {"X-Slack-No-Retry": "1"}
+                return BoltResponse(
+                    status=401, body={"error": "replayed request"}, headers=no_retry
+                )
         next()
         return resp
 
