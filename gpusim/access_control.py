@@ -1,12 +1,12 @@
-"""Who a request is and whether RBAC lets it through: the authentication and authorization
-steps of kube-apiserver's handler chain (`WithAuthentication`, `WithAuthorization`), kept
-current with the cluster.
+"""Who a request is and whether RBAC lets it through: the authentication, impersonation and
+authorization steps of kube-apiserver's handler chain (`WithAuthentication`,
+`WithImpersonation`, `WithAuthorization`), kept current with the cluster.
 
 Tokens and RBAC rules are objects in the cluster (ServiceAccounts, roles, bindings) that a
 test or the bot's chart changes while the server runs, and every request needs both; so the
 token table and the compiled policy are rebuilt only when the store's version of those kinds
-moves. The rules themselves are `gpusim.authorization`'s and the tokens
-`gpusim.credentials`'.
+moves. The rules themselves are `gpusim.authorization`'s, the tokens `gpusim.credentials`'
+and what the `Impersonate-*` headers ask `gpusim.impersonation`'s.
 
 It must never write to the cluster, nor decide anything RBAC and the issued tokens do not.
 """
@@ -14,6 +14,7 @@ It must never write to the cluster, nor decide anything RBAC and the issued toke
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from bot.kube_objects import meta, name_of, namespace_of
 from gpusim.authorization import (
@@ -25,6 +26,7 @@ from gpusim.authorization import (
     service_account_user,
 )
 from gpusim.credentials import ADMIN_GROUPS, ADMIN_USER, Credentials
+from gpusim.impersonation import impersonation
 from gpusim.resources import BY_KIND, ApiError
 from gpusim.state import ClusterState
 
@@ -57,6 +59,17 @@ class AccessControl:
         if user is None:
             raise UNAUTHORIZED
         return user
+
+    def impersonate(self, caller: User, headers: Sequence[tuple[str, str]]) -> User | None:
+        """The user `caller` acts as by the request's `Impersonate-*` headers, once RBAC let
+        it `impersonate` each (the first refused is that 403); None without such headers.
+        `impersonation.HeadersError` for groups, extras or a uid without a user."""
+        asked = impersonation(caller, headers)
+        if asked is None:
+            return None
+        for check in asked.checks:
+            self.authorize(check)
+        return asked.user
 
     def authorize(self, attributes: Attributes) -> None:
         """Nothing when RBAC allows the request; the 403 `WithAuthorization` writes when not."""

@@ -24,9 +24,9 @@ NOT_FOUND = "the server could not find the requested resource"
 
 
 class ApiRequest:
-    """One HTTP request, its body read at once. It owns that body and the user the server
-    authenticated; it must never keep the connection's stream (a kept-alive connection must
-    not hold a body unread)."""
+    """One HTTP request, its body read at once. It owns that body and the user the request
+    is (the one authenticated, or the one it impersonates); it must never keep the
+    connection's stream (a kept-alive connection must not hold a body unread)."""
 
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         split = urlsplit(handler.path)

@@ -13,8 +13,10 @@ handler (staging/src/k8s.io/apiserver/pkg/server/config.go `DefaultBuildHandlerC
 and this module is that chain: TLS with the cluster's serving certificate
 (`gpusim.credentials`), authentication of the bearer token (the admin's or a
 ServiceAccount's; no token is `system:anonymous`, a token nobody issued is a 401
-`Unauthorized`, as `WithAuthentication` answers), then RBAC (`gpusim.access_control` over
-`gpusim.authorization`; a refusal is the 403 `WithAuthorization` writes), then the handler
+`Unauthorized`, as `WithAuthentication` answers), then impersonation (the `Impersonate-*`
+headers of `kubectl --as`, each allowed by RBAC first, as `WithImpersonation` does:
+`gpusim.impersonation`), then RBAC (`gpusim.access_control` over `gpusim.authorization`, for
+the user the request acts as; a refusal is the 403 `WithAuthorization` writes), then the handler
 the path names, and the audit record (`gpusim.auditing`). The simulator's own control
 endpoints are non-resource paths like any other: cluster-admin may call them. When it starts
 it writes what kube-apiserver's bootstrap hooks write (`gpusim.bootstrap_policy`).
@@ -55,6 +57,7 @@ from gpusim.computed_kinds import serve_computed
 from gpusim.control_routes import control
 from gpusim.credentials import ADMIN_USER, Credentials, credentials_of
 from gpusim.discovery import discovery
+from gpusim.impersonation import HeadersError
 from gpusim.objects import Json
 from gpusim.pressure import ApiPressure
 from gpusim.resource_handlers import serve_stored
@@ -203,16 +206,26 @@ class SimulatedApiServer:
             stopping = ApiError(503, "ServiceUnavailable", "the simulated API server is stopping")
             self._send(handler, 503, json.dumps(stopping.status()).encode(), "application/json")
             return
-        # Until authenticated, the request is nobody's (a 401 names no user).
+        # Until authenticated, the request is nobody's (a 401 names no user); until its
+        # impersonation is allowed, the caller's (a refused one is the caller's 403).
         attributes = request_attributes(User(""), method, request.path, request.query)
+        caller: User | None = None  # the authenticated user, when it acts as another
         try:
-            request.user = self._access.authenticate(handler.headers.get("Authorization") or "")
-            attributes = request_attributes(request.user, method, request.path, request.query)
+            authenticated = self._access.authenticate(handler.headers.get("Authorization") or "")
+            attributes = request_attributes(authenticated, method, request.path, request.query)
+            request.user = authenticated
+            acting = self._access.impersonate(authenticated, handler.headers.items())
+            if acting is not None:
+                caller, request.user = authenticated, acting
+                attributes = request_attributes(acting, method, request.path, request.query)
             self._access.authorize(attributes)
             if method == "GET" and request.query.get("watch") in ("1", "true"):
                 started = attributes
                 stream_watch(
-                    self.store, request, self._stop, lambda: self._audit.record(started, 200)
+                    self.store,
+                    request,
+                    self._stop,
+                    lambda: self._audit.record(started, 200, caller),
                 )
                 return
             refused = self.pressure.refusal(request.path)
@@ -224,6 +237,8 @@ class SimulatedApiServer:
                 )
                 return
             code, body = self._dispatch(request, method)
+        except HeadersError as exc:  # WithImpersonation's InternalError: plain text
+            code, body = 500, exc.response(handler.path)
         except ApiError as exc:
             code, body = exc.code, exc.status()
         except Exception as exc:  # the server stays up whatever a request does
@@ -231,7 +246,7 @@ class SimulatedApiServer:
                 500,
                 ApiError(500, "InternalError", f"Internal error occurred: {exc}").status(),
             )
-        self._audit.record(attributes, code)
+        self._audit.record(attributes, code, caller)
         if isinstance(body, bytes):  # JSON already
             self._send(handler, code, body, "application/json")
         elif isinstance(body, str):

@@ -68,14 +68,23 @@ class User:
         return body
 
 
-ANONYMOUS = User("system:anonymous", ("system:unauthenticated",))
+AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
+ANONYMOUS = User("system:anonymous", (UNAUTHENTICATED,))
+"""user.Anonymous: who a request without credentials is."""
+
+
+def service_account_groups(namespace: str) -> tuple[str, str]:
+    """serviceaccount.MakeGroupNames: the groups every ServiceAccount of `namespace` is in."""
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
 
 
 def service_account_user(namespace: str, name: str, uid: str) -> User:
-    """serviceaccount.UserInfo: the user a ServiceAccount token authenticates."""
+    """serviceaccount.UserInfo: the user a ServiceAccount token authenticates (with the
+    authenticator's system:authenticated)."""
     return User(
         f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}",
-        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated"),
+        (*service_account_groups(namespace), AUTHENTICATED),
         uid,
     )
 
@@ -353,9 +362,7 @@ def forbidden_message(attributes: Attributes) -> str:
 
 def forbidden(attributes: Attributes, reason: str) -> ApiError:
     """responsewriters.Forbidden: the Status kube-apiserver answers a refused request with."""
-    message = forbidden_message(attributes)
-    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
-        message = message.replace(raw, escaped)
+    message = sanitized(forbidden_message(attributes))
     if reason:
         message = f"{message}: {reason}"
     group, resource, name = attributes.api_group, attributes.resource, attributes.name
@@ -374,3 +381,11 @@ def forbidden(attributes: Attributes, reason: str) -> ApiError:
     if name:
         details["name"] = name
     return ApiError(403, "Forbidden", text, details)
+
+
+def sanitized(text: str) -> str:
+    """responsewriters' `sanitizer`: `&`, `<` and `>` as HTML entities, in every message
+    that echoes what a client sent."""
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+        text = text.replace(raw, escaped)
+    return text

@@ -1,4 +1,5 @@
-"""What kube-apiserver checks in a label key or value, and how it words the refusal.
+"""What kube-apiserver checks in a label key or value (and in the namespace and name a
+ServiceAccount's user name holds), and how it words the refusal.
 
 k8s.io/apimachinery `pkg/api/validate/content` (label keys are qualified names, values are
 label values, Gt/Lt operands int64s) and `pkg/util/validation/field` (`field.Invalid`, an
@@ -111,6 +112,8 @@ _DNS1123_SUBDOMAIN_ERR = (
 )
 _DNS1123_SUBDOMAIN_MAX = 253
 _DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
+_DNS1123_LABEL_MAX = 63
 
 
 def _byte_len(s: str) -> int:
@@ -124,6 +127,18 @@ def _dns1123_subdomain_errors(value: str) -> list[str]:
     if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
         errs.append(_regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
     return errs
+
+
+def is_dns1123_label(value: str) -> bool:
+    """validation.IsDNS1123Label passes: what a namespace's name must be
+    (ValidateNamespaceName)."""
+    return _byte_len(value) <= _DNS1123_LABEL_MAX and bool(_DNS1123_LABEL_RE.fullmatch(value))
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    """validation.IsDNS1123Subdomain passes: what a ServiceAccount's name must be
+    (ValidateServiceAccountName)."""
+    return not _dns1123_subdomain_errors(value)
 
 
 def label_key_errors(value: str) -> list[str]:

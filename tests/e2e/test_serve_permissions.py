@@ -37,10 +37,11 @@ from bot.model import Action, IncidentState
 from bot.names import MAINTENANCE_TAINT
 from bot.store.sql import SqlStore
 from gpusim import faults
-from gpusim.apiserver import SimulatedApiServer
+from gpusim.apiserver import SimulatedApiServer, running
 from gpusim.auditing import AuditEvent
 from gpusim.launching import Simulation, load_manifests, start_simulator
 from gpusim.resources import BY_KIND
+from tests.helpers.kubectl import kubectl_as, needs_kubectl
 from tests.helpers.paths import REPO
 from tests.helpers.processes import (
     NODE,
@@ -480,3 +481,47 @@ def test_without_any_one_rule_serve_stops_at_start_naming_what_it_granted(
         f"error: the Kubernetes credentials lack {len(missing)} permission(s) gpubot needs: "
         f"{'; '.join(missing)} (grant them, e.g. with the Helm chart's RBAC)"
     ), line
+
+
+# ---- what an operator is told: `kubectl auth can-i --as` -------------------------------------
+
+
+def can_i(rule: dict[str, Any], verb: str) -> list[str]:
+    """The rule's verb as `kubectl auth can-i` arguments: a subresource with --subresource
+    (`pods/eviction` would be the pod named `eviction`), a resource name after a slash."""
+    group, resource = rule["apiGroups"][0], rule["resources"][0]
+    base, _, sub = resource.partition("/")
+    target = f"{base}.{group}" if group else base
+    if rule.get("resourceNames"):
+        target += f"/{rule['resourceNames'][0]}"
+    return [verb, target, *([f"--subresource={sub}"] if sub else [])]
+
+
+@needs_kubectl
+def test_can_i_as_the_charts_service_account_answers_from_the_charts_rbac(
+    tmp_path: Path,
+) -> None:
+    """How the Kubernetes docs check a ServiceAccount's RBAC: `kubectl auth can-i ...
+    --as=system:serviceaccount:NS:NAME`, run by an admin. Every verb the chart grants is a
+    yes, in the scope it grants it; what it does not grant is a no (kube-apiserver answers
+    for the impersonated account, not for the admin who asked)."""
+    with running() as api:
+        load_manifests(api.store, yaml.safe_dump_all(chart_rbac()))
+        kubectl = kubectl_as(api, tmp_path)
+        as_gpubot = f"--as={SA_USER}"
+        for kind, index, verb in grants():
+            [role] = [d for d in chart_rbac() if d["kind"] == kind]
+            args = can_i(role["rules"][index], verb)
+            scope = ["-n", NAMESPACE if kind == "Role" else "ml"]
+            done = kubectl("auth", "can-i", *args, *scope, as_gpubot)
+            assert (done.stdout.strip(), done.returncode) == ("yes", 0), (args, done.stderr)
+        for args in (
+            ["delete", "nodes"],
+            ["update", "nodes"],
+            ["delete", "pods", "-n", "ml"],
+            ["create", "pods", "-n", "ml"],
+            ["get", "secrets", "-n", NAMESPACE],
+            ["update", "leases.coordination.k8s.io/someone-else", "-n", NAMESPACE],
+        ):
+            done = kubectl("auth", "can-i", *args, as_gpubot)
+            assert (done.stdout.strip(), done.returncode) == ("no", 1), (args, done.stderr)
