@@ -20,6 +20,7 @@ from typing import Any
 
 from bot.config import Settings
 from bot.errors import RuleError
+from bot.facts.nodes import absent_line
 from bot.model import (
     Action,
     Blocker,
@@ -35,7 +36,13 @@ from bot.model import (
     Stage,
 )
 from bot.rules.commands import fill
-from bot.rules.contexts import cluster_context, node_context, node_pool_context, pool_context
+from bot.rules.contexts import (
+    cluster_context,
+    known_nodes,
+    node_context,
+    node_pool_context,
+    pool_context,
+)
 from bot.rules.loading import EVIDENCE_ONLY, SYMPTOM, CompiledRule, RuleSet
 from bot.rules.matching import MatchResult, RuleMatch, match, suppress
 from bot.texts import say
@@ -290,7 +297,8 @@ def _cluster_pass(
 
 
 class _ScopeIndex:
-    """How many nodes of each pool show each symptom: question 4."""
+    """How many nodes show each symptom, by pool and in all (question 4): nodes the cluster
+    has, never one only alerts name (`NodeFacts.known` false)."""
 
     def __init__(self, cluster: ClusterFacts, matches: list[RuleMatch]) -> None:
         self.by_pool_rule: Counter[tuple[str, str]] = Counter()
@@ -298,6 +306,8 @@ class _ScopeIndex:
         self.troubled_nodes: dict[str, set[str]] = defaultdict(set)
         for found in matches:
             node = cluster.nodes.get(found.subject or "")
+            if node is not None and not node.known:
+                continue
             self.by_rule[found.rule.id] += 1
             if node and node.pool:
                 self.by_pool_rule[(node.pool, found.rule.id)] += 1
@@ -319,7 +329,7 @@ def _node_questions(
             registered=unknown,
             gpu_visible=unknown,
             workloads=_pending_summary(cluster, lang).lstrip("；; "),
-            scope=say(lang, "diagnosis.scope_cluster", n=scope.by_rule[rule_id]),
+            scope=say(lang, "diagnosis.scope_absent", n=scope.by_rule[rule_id]),
         )
     if node.ready == "True":
         registered = say(
@@ -462,7 +472,7 @@ def _cluster_questions(cluster: ClusterFacts, lang: Lang) -> Questions:
     namespaces = {p.namespace for p in pods}
     gpu_resources = [r for r in cluster.offered_resources if r.startswith("nvidia.com/")]
     return Questions(
-        registered=say(lang, "diagnosis.cluster_registered", nodes=len(cluster.nodes)),
+        registered=say(lang, "diagnosis.cluster_registered", nodes=known_nodes(cluster)),
         gpu_visible=say(lang, "diagnosis.cluster_gpu", res=", ".join(gpu_resources) or "-"),
         workloads=_pending_summary(cluster, lang).lstrip("；; "),
         scope=say(lang, "diagnosis.cluster_scope", n=len(pods), ns=len(namespaces)),
@@ -569,7 +579,7 @@ def _diagnosis(
     signals = [s.fingerprint for s in alerts_by_node.get(node.name if node else "", [])]
     if node is not None:
         if absent:
-            evidence.insert(0, say(lang, "diagnosis.absent_node", node=node.name))
+            evidence.insert(0, absent_line(node.name, lang))
         evidence += _also_firing(alerts_by_node.get(node.name, []), lang)
     return Diagnosis(
         rule=spec.id,

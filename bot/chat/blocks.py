@@ -55,6 +55,7 @@ from slack_sdk.models.blocks import (
 
 from bot.chat.console import EVIDENCE_SHOWN, QUESTIONS, proposal_lines
 from bot.model import Action, ActionRequest, Diagnosis, Lang, Severity
+from bot.outside_text import shown_name, visible
 from bot.texts import say, severity_name, stage_name
 
 APPROVE_ACTION = "gpubot.approve"
@@ -149,8 +150,10 @@ def _entities(text: str) -> str:
 def escape(text: str) -> str:
     """Text from outside (alert labels, object names, people's words) into mrkdwn, shown as
     it is: `<`, `>` and `&` as entities, each run of `*`, `_`, `~` and backticks as a date's
-    fallback (`LITERAL`), and a `>` that starts a line kept from quoting by a soft hyphen."""
-    text = _FORMATTING.sub(lambda run: LITERAL.format(text=run.group(0)), _entities(text))
+    fallback (`LITERAL`), a `>` that starts a line kept from quoting by a soft hyphen, and
+    every invisible or bidi character as its escape (`bot.outside_text.visible`): a
+    right-to-left override in a label must not turn the rest of the message around."""
+    text = _FORMATTING.sub(lambda run: LITERAL.format(text=run.group(0)), _entities(visible(text)))
     return _QUOTE_AT_LINE_START.sub("\u00ad&gt;", text)
 
 
@@ -160,7 +163,7 @@ def code(text: str) -> str:
     is shown between the spans (escaped)."""
     return "".join(
         escape(part) if part.startswith("`") else f"`{_entities(part)}`"
-        for part in _BACKTICKS.split(text)
+        for part in _BACKTICKS.split(visible(text))
         if part
     )
 
@@ -169,7 +172,9 @@ def code_block(text: str, limit: int) -> str:
     """Text from outside inside a ```code block``` of at most `limit` units: entities only (a
     block shows the rest as it is); a run of backticks inside, which could close the block,
     is broken up by zero-width spaces."""
-    fenced = _CODE_BLOCK_FENCE.sub(lambda run: "\u200b".join(run.group(0)), _entities(text))
+    fenced = _CODE_BLOCK_FENCE.sub(
+        lambda run: "\u200b".join(run.group(0)), _entities(visible(text))
+    )
     return f"```{fit(fenced, limit - 6, escaped=True)}```"
 
 
@@ -178,7 +183,7 @@ def _mrkdwn(text: str, limit: int) -> MarkdownTextObject:
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:
-    return PlainTextObject(text=fit(text, limit), emoji=True)
+    return PlainTextObject(text=fit(visible(text), limit), emoji=True)
 
 
 def _block_key(value: str, prefix: str) -> str:
@@ -213,9 +218,10 @@ def _lang(d: Diagnosis, lang: Lang | None) -> Lang:
 
 
 def subject(d: Diagnosis, lang: Lang) -> str:
-    """What the diagnosis is about: `gpu-a2 (a100-east)`, `pool a100-east`, `cluster`."""
+    """What the diagnosis is about: `gpu-a2 (a100-east)`, `pool a100-east`, `cluster`. A
+    node's name as `shown_name` writes it: one only alerts give may look like a real one."""
     if d.node:
-        return d.node + (f" ({d.pool})" if d.pool else "")
+        return shown_name(d.node) + (f" ({d.pool})" if d.pool else "")
     return say(lang, "message.pool", pool=d.pool) if d.pool else say(lang, "message.cluster")
 
 
@@ -392,8 +398,8 @@ def _runbook(d: Diagnosis, heading: str, lang: Lang) -> RichTextBlock:
     )
     kept = 0
     for number, step in enumerate(d.runbook, 1):
-        step_text = fit(f"{number}. {step.text}", LINE_MAX)
-        commands = "\n".join(fit(c, LINE_MAX) for c in step.commands)
+        step_text = fit(visible(f"{number}. {step.text}"), LINE_MAX)
+        commands = "\n".join(fit(visible(c), LINE_MAX) for c in step.commands)
         cost = _units(step_text) + _units(commands)
         if cost > budget:
             break

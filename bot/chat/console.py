@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from bot.model import ActionRequest, Diagnosis, Incident, Lang, Severity, TimelineEntry
+from bot.outside_text import shown_name, visible
 from bot.texts import kind_name, say, stage_name
 
 EVIDENCE_SHOWN = 10
@@ -33,8 +34,9 @@ QUESTIONS = ("registered", "gpu_visible", "workloads", "scope")
 
 
 def _subject(d: Diagnosis) -> str:
+    # A node's name as `shown_name` writes it: one only alerts give may look like a real one.
     if d.node:
-        return f"{d.node}" + (f" ({d.pool})" if d.pool else "")
+        return shown_name(d.node) + (f" ({d.pool})" if d.pool else "")
     return f"pool {d.pool}" if d.pool else "cluster"
 
 
@@ -58,7 +60,9 @@ class Prose:
     line and was then cut at the column edge wherever it fell."""
 
     def __init__(self, text: str, style: str = "") -> None:
-        self.text = text
+        # Outside text in it (labels, summaries) keeps no invisible or bidi character as it
+        # is: a right-to-left override would turn the rest of the line around.
+        self.text = visible(text)
         self.style = style
 
     def _units(self, line: str) -> list[str]:
@@ -164,7 +168,7 @@ def print_runbook(d: Diagnosis, console: Console) -> None:
         for index, line in enumerate(Prose(step.text).lines(console.width - len(head))):
             console.print(Text((head if index == 0 else " " * len(head)) + line))
         for command in step.commands:
-            console.print(Text(f"   $ {command}", style="green"), soft_wrap=True)
+            console.print(Text(visible(f"   $ {command}"), style="green"), soft_wrap=True)
 
 
 def print_diagnosis(d: Diagnosis, console: Console, evidence_shown: int | None = None) -> None:
@@ -219,7 +223,7 @@ def render_markdown(diagnoses: list[Diagnosis], lang: Lang) -> str:
                 out.append("   ```")
         out.append(f"\n**{label('rollback')}**: {d.rollback}\n")
         out.append(f"**{label('proposals')}**: " + "; ".join(proposal_lines(d, lang)) + "\n")
-    return "\n".join(out)
+    return visible("\n".join(out))
 
 
 def render_request(request: ActionRequest, lang: Lang = Lang.EN) -> Text:
@@ -246,7 +250,7 @@ def render_timeline(entries: Sequence[TimelineEntry], lang: Lang = Lang.EN) -> T
     for entry in entries:
         table.add_row(
             Text(f"{entry.at:%Y-%m-%d %H:%M:%S}"),
-            Text(entry.actor),
+            Text(visible(entry.actor)),
             Text(kind_name(entry.kind, lang)),
             Prose(entry.text),
         )
@@ -262,7 +266,7 @@ def timeline_markdown(entries: Sequence[TimelineEntry], lang: Lang = Lang.EN) ->
         text = e.text.replace("|", "\\|").replace("\n", " ")
         kind = kind_name(e.kind, lang)
         lines.append(f"| {e.at:%Y-%m-%d %H:%M:%S} | {e.actor} | {kind} | {text} |")
-    return "\n".join(lines) + "\n"
+    return visible("\n".join(lines)) + "\n"
 
 
 def render_summary(title: str, lines: Sequence[tuple[str, str]]) -> Panel:

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from bot.commands.shared import ConfigOption, handles_bad_input, read_settings
+from bot.outside_text import shown_name
 
 
 @handles_bad_input
@@ -49,7 +50,10 @@ def alerts_explain(
         typer.echo(f"{reading.alertname or '(no alertname)'} ({alert.status}) → {reading.name}")
         for line in alert.explanation():
             typer.echo(line)
-        if snapshot is not None and node != reading.node:
-            typer.echo(f"  in the snapshot: node {node}")
+        absence = alert.absence(settings.lang)
+        if absence is not None:
+            typer.echo(f"  in the snapshot: {absence}")
+        elif snapshot is not None and node != reading.node:
+            typer.echo(f"  in the snapshot: node {shown_name(node or '')}")
         elif snapshot is not None and node is not None and reading.node_is_address:
             typer.echo(f"  in the snapshot: {node} is no node's nor pod's address")

@@ -89,6 +89,26 @@ def resolve_signal_nodes(snapshot: Snapshot, signals: Sequence[Signal]) -> list[
     return resolved
 
 
+def absent_nodes(
+    snapshot: Snapshot, signals: Sequence[Signal]
+) -> tuple[list[Signal], list[Signal]]:
+    """`signals`, their nodes resolved (`resolve_signal_nodes`), as those about the cluster
+    (naming one of its nodes exactly, or no node) and those naming a node it does not have.
+
+    Exactly: `gpu-a1` with a zero-width space, a bidi control or a Cyrillic `а` is not
+    `gpu-a1`, and can be no node at all (node names are DNS-1123 subdomains:
+    `bot.outside_text.kubernetes_name`). A running bot reads the whole node list, so such a
+    node is not there; a snapshot given offline may lack a node, which is why `collect_facts`
+    still gives one that only alerts name facts (`NodeFacts.known` false) and the pass does
+    not hand it those signals."""
+    names = {name_of(node) for node in snapshot.nodes}
+    present: list[Signal] = []
+    absent: list[Signal] = []
+    for signal in signals:
+        (absent if signal.node and signal.node not in names else present).append(signal)
+    return present, absent
+
+
 def collect_facts(
     snapshot: Snapshot,
     signals: Sequence[Signal],

@@ -2,8 +2,10 @@
 components on it, its pods, what blocks a drain, Xids from alerts, and its lifecycle markers
 (cordon, reboot, uncordon, driver upgrade and MIG states).
 
-Why it exists: every node rule reads `NodeFacts`. What it must never do: judge (a symptom is
-the rule files' business), or read other nodes (pool facts are `collecting.py`'s).
+Why it exists: every node rule reads `NodeFacts`. A node only alerts name has facts of its own
+(`unknown_node`) and the one line that says it is absent (`absent_line`), its name escaped.
+What it must never do: judge (a symptom is the rule files' business), read other nodes (pool
+facts are `collecting.py`'s), or show a name from outside unescaped.
 """
 
 from __future__ import annotations
@@ -34,12 +36,15 @@ from bot.model import (
     ComponentFacts,
     GpuError,
     GpuFacts,
+    Lang,
     NodeFacts,
     PodFacts,
     ReadyStatus,
     Signal,
     XidFacts,
 )
+from bot.outside_text import kubernetes_name, shown_name
+from bot.texts import say
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 
@@ -381,3 +386,16 @@ def node_facts(
 def unknown_node(name: str, signals: list[Signal]) -> NodeFacts:
     """A node only alerts speak of: no snapshot object, so only what the alerts say."""
     return NodeFacts(name=name, known=False, gpu_node=True, xids=xids_of(firing_for(name, signals)))
+
+
+def absent_line(name: str, lang: Lang, limit: int | None = None) -> str:
+    """A node only alerts name, said to be absent: its name escaped (`gpu-a1\\u200b`, never
+    as it renders; at most `limit` characters of it), and marked when no node could have it
+    (not a DNS-1123 subdomain)."""
+    shown = shown_name(name)
+    if limit is not None and len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    line = say(lang, "diagnosis.absent_node", node=shown)
+    if not kubernetes_name(name):
+        line += say(lang, "diagnosis.not_a_node_name")
+    return line

@@ -15,19 +15,21 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from bot.config import Settings
 from bot.diagnose import NodeMatches
-from bot.facts.collecting import collect_facts, resolve_signal_nodes
+from bot.facts.collecting import absent_nodes, collect_facts, resolve_signal_nodes
 from bot.facts.gpu_metrics import GpuEvidence
 from bot.facts.live import read_scoped, read_snapshot
 from bot.kube_objects import Obj, meta, name_of
 from bot.model import ClusterFacts, NodeFacts, Signal
+from bot.outside_text import kubernetes_name
 from bot.pipeline.firing import FiringAlerts
 from bot.ports import Cluster, SignalStore
-from bot.sources.alertmanager.understanding import with_prometheus_xids
+from bot.rules.loading import POD_REFS
+from bot.sources.alertmanager.understanding import is_address, with_prometheus_xids
 
 SCOPED_MAX_NODES = 8
 """Up to this many nodes in a batch, read only what their facts need (every node, their pods
@@ -44,12 +46,22 @@ def _version(node: Obj) -> str:
 
 def scope_of(batch: Sequence[Signal], nodes: frozenset[str] | None = None) -> Scope:
     """The batch's nodes when it names only a few (or `nodes` when given, and few enough);
-    None (the whole cluster) when a signal names no node or there are too many."""
+    None (the whole cluster) when a signal names no node or there are too many. A name no
+    node can have, that is no address and whose alert names no pod, is in no scope: no
+    reading finds it, and it never goes into a field selector (`gpu-a1,status.phase=x` would
+    be two)."""
     if nodes is not None:
         return _few(nodes)
     if not batch or any(s.node is None for s in batch):
         return None
-    return _few(frozenset(s.node for s in batch if s.node))
+    return _few(frozenset(s.node for s in batch if s.node and _findable(s)))
+
+
+def _findable(signal: Signal) -> bool:
+    """Could `resolve_signal_nodes` find a node for the signal: by its name, an address, or
+    the pods its alert names?"""
+    node = signal.node or ""
+    return kubernetes_name(node) or is_address(node) or bool(signal.annotations.get(POD_REFS))
 
 
 def _few(nodes: frozenset[str]) -> Scope:
@@ -83,7 +95,11 @@ class Read:
 
     facts: ClusterFacts
     signals: list[Signal]
+    """Those about the cluster: an alert naming a node it does not have is no node's."""
     scope: Scope
+    absent: list[Signal] = field(default_factory=list)
+    """The signals new in this pass (its batch, and those that joined it) that name a node
+    the cluster does not have: for the channel to be told once, never a node's facts."""
 
 
 class ClusterReads:
@@ -110,12 +126,19 @@ class ClusterReads:
         """Per node, the facts last found with its pods, and the node's resourceVersion then."""
         self._firing = FiringAlerts(store)
 
-    def read(self, scope: Scope, now: datetime, meanwhile: Callable[[Scope], None]) -> Read:
+    def read(
+        self,
+        scope: Scope,
+        now: datetime,
+        meanwhile: Callable[[Scope], Sequence[Signal]],
+        batch: Sequence[Signal] = (),
+    ) -> Read:
         """The cluster for a pass about `scope`, and the alerts firing once it is read.
-        `meanwhile(scope)` runs between the two: deliveries stored while the cluster was read
-        join the pass (a node's alerts Alertmanager sent in separate groups at the same
-        moment, an ECC error and the Xid 48 it brings, are diagnosed together, not as two
-        incidents one after the other)."""
+        `meanwhile(scope)` runs between the two and returns the signals that join the pass:
+        deliveries stored while the cluster was read (a node's alerts Alertmanager sent in
+        separate groups at the same moment, an ECC error and the Xid 48 it brings, are
+        diagnosed together, not as two incidents one after the other). Of `batch` and those,
+        the ones naming a node the cluster does not have are `Read.absent`."""
         snapshot = (
             read_snapshot(self.cluster) if scope is None else read_scoped(self.cluster, scope)
         )
@@ -130,8 +153,13 @@ class ClusterReads:
             # nodes) would only be held beside this pass's snapshot and facts, at the peak.
             self._facts_seen = {}
             self.matches.clear()
-        meanwhile(scope)
-        signals = resolve_signal_nodes(snapshot, self._firing.read())
+        joined = meanwhile(scope)
+        # A node an alert names is one of the cluster's, matched exactly, or no node at all:
+        # its alerts open nothing and count nowhere, and the new ones are told once.
+        signals, _absent = absent_nodes(
+            snapshot, resolve_signal_nodes(snapshot, self._firing.read())
+        )
+        _present, absent = absent_nodes(snapshot, resolve_signal_nodes(snapshot, [*batch, *joined]))
         if self.gpu_evidence is not None:
             # An alert that names a GPU but not its Xid (a rule set that alerts on the gauge
             # without the code): Prometheus' reading of that GPU gives the code.
@@ -143,7 +171,7 @@ class ClusterReads:
         del snapshot
         facts = self._own_copies(facts)
         self._remember_facts(versions, facts.nodes, scope)
-        return Read(facts, signals, scope)
+        return Read(facts, signals, scope, absent)
 
     def _reuse_for(self, scope: Scope) -> Callable[[Obj], NodeFacts | None]:
         """In a scoped pass, a node outside the scope keeps the facts last found with its

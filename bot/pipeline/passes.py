@@ -24,6 +24,7 @@ from bot.facts.gpu_metrics import GpuEvidence
 from bot.incidents.timeline import Timeline
 from bot.model import ClusterFacts, Diagnosis, Incident, Signal
 from bot.pipeline.cluster_reads import ClusterReads, Scope, give_back_memory, scope_of
+from bot.pipeline.notices import tell_absent
 from bot.pipeline.offers import Offers
 from bot.pipeline.recorder import EvidenceLines, Recorder
 from bot.pipeline.resolving import OPEN, Resolver
@@ -69,6 +70,7 @@ class DiagnosisPass:
         self.rules = rules
         self.store = store
         self.clock = clock
+        self.chat = chat
         self.take_deliveries = take_deliveries
         self.later = later
         self.telemetry = telemetry
@@ -110,7 +112,8 @@ class DiagnosisPass:
 
     def run(self, batch: Sequence[Signal], nodes: frozenset[str] | None = None) -> list[Incident]:
         """Diagnose the cluster with every alert still firing; open, update or resolve
-        incidents; post what is new. Returns the incidents opened or reopened. A pass is
+        incidents; post what is new, and once, the batch's alerts naming a node the cluster
+        does not have (`notices.tell_absent`). Returns the incidents opened or reopened. A pass is
         about the batch's nodes when it names only a few (or about `nodes` when given, and
         few enough), else about the whole cluster."""
         asked = scope_of(batch, nodes)
@@ -126,6 +129,7 @@ class DiagnosisPass:
             asked,
             now,
             lambda scope: self._follow_up(self.take_deliveries(MID_PASS_DELIVERIES), scope),
+            batch,
         )
         facts, scope = read.facts, read.scope
         if scope is None:
@@ -143,20 +147,26 @@ class DiagnosisPass:
         self.rule_errors.tell(diagnosed.errors)
         filed = self.recorder.record(diagnosed.diagnoses, facts, now)
         self.resolver.resolve_gone(batch, filed.seen, facts.nodes, now, scope)
+        # Last, so a pass tried again after a failure does not tell them twice.
+        tell_absent(self.chat, read.absent, self.settings.lang)
         if self.telemetry is not None:
             self.telemetry.incidents_open.set(self.store.count_incidents(OPEN))
         return filed.opened
 
-    def _follow_up(self, arrived: list[Signal], scope: Scope) -> None:
+    def _follow_up(self, arrived: list[Signal], scope: Scope) -> list[Signal]:
         """Signals split during a pass that the pass does not cover (a node outside its scope)
-        or that need a word of their own (no node, truncated): left for the next pass."""
-        later = [
-            s
-            for s in arrived
-            if s.node is None or s.truncated_alerts or (scope is not None and s.node not in scope)
-        ]
+        or that need a word of their own (no node, truncated): left for the next pass. The
+        others join this pass (returned)."""
+        later: list[Signal] = []
+        joined: list[Signal] = []
+        for s in arrived:
+            leave = (
+                s.node is None or s.truncated_alerts or (scope is not None and s.node not in scope)
+            )
+            (later if leave else joined).append(s)
         if later:
             self.later(later)
+        return joined
 
     def _next_due(self, facts: ClusterFacts, now: datetime) -> datetime | None:
         after = self.settings.thresholds.pending_after_s

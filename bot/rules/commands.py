@@ -16,17 +16,9 @@ import re
 import shlex
 
 from bot.model import NodeFacts
+from bot.outside_text import kubernetes_name
 
 _PLACEHOLDER = re.compile(r"<(node|ns|pod)(?::([a-z0-9-]+))?>")
-# RFC 1123 subdomain (nodes, pods) and label (namespaces): what the API server accepts.
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def kubernetes_name(value: str, *, label: bool = False) -> bool:
-    """Whether `value` is a name the API server would accept (and so safe to paste)."""
-    limit, pattern = (63, _LABEL) if label else (253, _SUBDOMAIN)
-    return 0 < len(value) <= limit and pattern.fullmatch(value) is not None
 
 
 def fill(command: str, node: NodeFacts | None, default_namespace: str) -> str:

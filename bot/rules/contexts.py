@@ -126,12 +126,18 @@ def pool_context(
     }
 
 
+def known_nodes(cluster: ClusterFacts) -> int:
+    """The nodes the cluster has: a node only alerts name (`NodeFacts.known` false, such as a
+    look-alike of a real node's name) is none of them, and counts nowhere."""
+    return sum(1 for node in cluster.nodes.values() if node.known)
+
+
 def cluster_context(cluster: ClusterFacts, settings: Settings) -> dict[str, Any]:
     return {
         "cluster": {
             "pending_pods": [p.model_dump(mode="json") for p in cluster.pending_pods],
             "offered_resources": cluster.offered_resources,
-            "nodes": len(cluster.nodes),
+            "nodes": known_nodes(cluster),
         },
         "settings": settings_context(settings),
     }

@@ -30,6 +30,12 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "no: no node of this name in the cluster, only alerts name it",
         ZH: "否：集群中没有这个名字的节点，只有告警提到它",
     },
+    "diagnosis.not_a_node_name": {
+        EN: "; no Kubernetes node can have this name (only lowercase letters, digits, '-' and "
+        "'.'): look for invisible, bidi or look-alike characters in the label",
+        ZH: "；Kubernetes 节点不可能叫这个名字（只能有小写字母、数字、'-' 和 '.'）：请检查标签中"
+        "的不可见字符、双向控制字符或形近字符",
+    },
     "diagnosis.absent_node": {
         EN: "no node {node} in the cluster (only alerts name it): check the alerts' node label; "
         "no command is offered for it",
@@ -88,9 +94,9 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "; pool driver versions: {drivers}",
         ZH: "；节点池驱动版本：{drivers}",
     },
-    "diagnosis.scope_cluster": {
-        EN: "{n} node(s) in the cluster show this",
-        ZH: "集群内 {n} 个节点出现此问题",
+    "diagnosis.scope_absent": {
+        EN: "not counted (not in the cluster); {n} node(s) in the cluster show this",
+        ZH: "不计入（不在集群中）；集群内 {n} 个节点出现此问题",
     },
     "diagnosis.pool_registered": {
         EN: "{ready} of {size} nodes Ready",

@@ -191,6 +191,14 @@ TEXTS: dict[str, dict[Lang, str]] = {
         "{resolved} 条已恢复）：节点未知，不会为它们创建事件。按名称：{counted}。第一条 "
         "{first} 的标签：{labels}",
     },
+    "notice.absent": {
+        EN: "{count} firing alert(s) of Alertmanager group {group} name nodes the cluster does "
+        "not have, so no incident is opened and nothing is proposed for them. By name: "
+        "{counted}. Nodes:",
+        ZH: "Alertmanager 分组 {group} 中有 {count} 条触发中的告警提到集群中没有的节点，"
+        "因此不会为它们创建事件，也不提议任何操作。按名称：{counted}。节点：",
+    },
+    "notice.more_nodes": {EN: "and {more} more node(s)", ZH: "另有 {more} 个节点"},
     "notice.more_name": {EN: ", and {more} more name", ZH: "，另有 {more} 个告警名"},
     "notice.more_names": {EN: ", and {more} more names", ZH: "，另有 {more} 个告警名"},
     "notice.truncated": {

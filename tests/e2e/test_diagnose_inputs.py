@@ -5,6 +5,7 @@ it: tests/data/must-gather/README.md), and a kernel log of one node."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from tests.helpers.look_alikes import ABSENT, HIDDEN, LOOK_ALIKES, payload
 from tests.helpers.paths import HEALTHY, REPO
 
 DATA = REPO / "tests" / "data"
@@ -106,3 +108,32 @@ def test_an_unreadable_input_is_one_line_naming_it_and_exit_2(tmp_path: Path) ->
     garbled.write_text("items: [1, 2\n")
     bad = gpubot("diagnose", "--snapshot", str(garbled))
     assert bad.returncode == 2 and bad.stderr.startswith(f"error: {garbled}")
+
+
+def test_nodes_only_alerts_name_are_shown_escaped_and_not_counted_in_how_wide(
+    tmp_path: Path,
+) -> None:
+    """Issue 31 item 4 offline: a snapshot may lack a node, so a node only alerts name is still
+    diagnosed (said to be absent, no command, no proposal), but its name is shown escaped and
+    it is not counted in "How wide?": with six look-alikes of gpu-a1 and gpu-z9 beside the
+    real gpu-a1, each absent one said "8 node(s) in the cluster show this"."""
+    alerts = tmp_path / "alerts.json"
+    alerts.write_text(json.dumps(payload()))
+    done = gpubot(
+        "diagnose",
+        *("--snapshot", str(HEALTHY), "--alerts", str(alerts), "--now", NOW),
+        *("--format", "markdown"),
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert not set(out) & set(HIDDEN), [c for c in out if c in HIDDEN]
+    absent = [*LOOK_ALIKES.values(), ABSENT]
+    # Only the real gpu-a1 is counted, in every absent node's answer.
+    assert re.findall(r"(\d+) node\(s\) in the cluster show this", out) == ["1"] * len(absent)
+    assert "1 of 4 nodes in pool a100-east show this" in out  # the real gpu-a1, as before
+    for escaped in absent:
+        assert f"— {escaped}\n" in out  # the diagnosis' subject
+        assert f"no node {escaped} in the cluster" in out
+    assert out.count("not counted (not in the cluster); 1 node(s) in the cluster show this") == len(
+        absent
+    )

@@ -24,6 +24,7 @@ from bot.roots.offline import diagnose_snapshot, load_ruleset
 from bot.rules.loading import RuleSet
 from bot.rules.testing import Edit, apply_edits, base_snapshot
 from bot.sources.alertmanager.payloads import signals_from_body
+from tests.helpers import look_alikes
 from tests.helpers.paths import HEALTHY, NOW, REPO
 
 CAPTURES = REPO / "tests" / "data" / "alertmanager" / "community"
@@ -400,6 +401,24 @@ def test_alerts_explain_says_why_not_and_finds_nodes_in_a_snapshot(
         ("10.244.1.31", "gpu-node-1", 79),
         ("10.244.2.29", "gpu-node-2", 48),
     ]
+
+
+def test_alerts_explain_shows_look_alike_nodes_escaped_and_says_the_snapshot_lacks_them(
+    tmp_path: Path,
+) -> None:
+    """Issue 31 item 4: `gpu-a1` with a zero-width space printed as it renders read as the
+    real gpu-a1, and nothing said the snapshot has no such node."""
+    alerts = tmp_path / "alerts.json"
+    alerts.write_text(json.dumps(look_alikes.payload()))
+    args = ["alerts", "explain", str(alerts), "--snapshot", str(HEALTHY)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert not set(out) & set(look_alikes.HIDDEN), out
+    for escaped in [*look_alikes.LOOK_ALIKES.values(), look_alikes.ABSENT]:
+        assert f"node:       {escaped} (label Hostname)" in out
+        assert f"in the snapshot: no node {escaped} in the cluster (only alerts name it)" in out
+    assert "no node gpu-a1 in the cluster" not in out  # the real one is there
 
 
 def test_rules_lint_checks_the_mapping_the_settings_name(tmp_path: Path) -> None:

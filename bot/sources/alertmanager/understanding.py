@@ -32,6 +32,7 @@ from bot.config import ALERTS_FILE, Settings, bundled_rules_dir
 from bot.errors import InputError
 from bot.facts.gpu_metrics import GpuEvidence, GpuMetrics
 from bot.model import Signal
+from bot.outside_text import shown_name
 from bot.rules.loading import (
     ASK_PROMETHEUS,
     EVIDENCE_ONLY,
@@ -476,7 +477,11 @@ def explain(reading: Understood) -> list[str]:
     elif reading.node is None and not reading.pods:
         lines.append("  node:       none of its labels names one")
     else:
-        node = f"{reading.node} (label {reading.node_label})" if reading.node else "no label"
+        node = (
+            f"{shown_name(reading.node)} (label {reading.node_label})"
+            if reading.node
+            else "no label"
+        )
         if reading.node_is_address:
             node += ": an address, looked up among the nodes' addresses"
             node += " and the pods' IPs" if reading.pods else ""
