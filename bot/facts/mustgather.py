@@ -16,7 +16,10 @@ of the GPU nodes describe left out: the script describes only nodes labelled
 DaemonSets repeat their YAML: not read.
 
 What it must never do: guess. A part it cannot read is listed in `skipped`, a part the bundle
-does not hold in `missing`, and neither is filled in from elsewhere.
+does not hold in `missing`, and neither is filled in from elsewhere. Nor read YAML that
+`bot.yamlfiles` refuses (aliases that expand past what Kubernetes reads, nesting past its
+depth): such a file refuses the whole bundle (InputError), as a bundle holding a file built
+to take the machine is not one to diagnose.
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from bot.errors import InputError
 from bot.facts.describe import labels_from_must_gather, nodes_from_describe
@@ -41,6 +42,7 @@ from bot.facts.kernel import (
 )
 from bot.kube_objects import Obj, labels_of, name_of, namespace_of, spec_of, status_of
 from bot.model import Signal
+from bot.yamlfiles import InvalidYaml, load_document
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 _BUG_REPORT = re.compile(r"^nvidia-bug-report_(?P<node>.+?)\.log(?:\.gz)?$")
@@ -102,7 +104,8 @@ def _plain(value: Any) -> Any:
 
 class _Reader:
     """Owns the bundle being read from one must-gather folder, and what was skipped and why.
-    Never: fails on a file it cannot read (it is skipped and said)."""
+    Never: fails on a file it cannot read (it is skipped and said), but on YAML built to
+    take the machine (it raises: see the module's docstring)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -128,12 +131,10 @@ class _Reader:
         if text is None:
             return []
         try:
-            raw = _plain(yaml.safe_load(text))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f" at line {mark.line + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            self.skip(name, f"invalid YAML{line}: {problem}")
+            raw = _plain(load_document(text, str(self.folder / name)))
+        except InvalidYaml as exc:
+            line = f" at line {exc.line}" if exc.line else ""
+            self.skip(name, f"invalid YAML{line}: {exc.problem}")
             return []
         if raw is None:
             self.skip(name, "empty")

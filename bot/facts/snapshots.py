@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
 from bot.errors import InputError
 from bot.facts.decoding import decode_trimmed, read_trimmed
@@ -31,6 +30,7 @@ from bot.kube_objects import (
     namespace_of,
     spec_of,
 )
+from bot.yamlfiles import load_documents
 
 
 @dataclass
@@ -72,18 +72,12 @@ class Snapshot:
 
 def read_objects(text: str, where: str) -> list[Obj]:
     """The objects of what kubectl prints: a JSON or YAML List (`-o json`, `-o yaml`), one
-    object, or a stream of YAML documents (`---`), as they come."""
+    object, or a stream of YAML documents (`---`), as they come. YAML is read the one
+    bounded way (`bot.yamlfiles`): aliases that would expand it past what Kubernetes reads
+    are refused."""
     if text.lstrip().startswith(("{", "[")):  # JSON (kubectl -o json): JSON's errors
-        documents = [_json(text, where)]
-    else:
-        try:
-            documents = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "unreadable"
-            raise InputError(f"{where}{line}", f"not valid YAML: {problem}") from exc
-    return _objects(documents, where)
+        return _objects([_json(text, where)], where)
+    return _objects(load_documents(text, where), where)
 
 
 def _objects(documents: list[Any], where: str) -> list[Obj]:
