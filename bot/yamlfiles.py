@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from bot.errors import InputError
+from bot.input_files import HAND_WRITTEN, Limit, read_within
 from bot.model import Lang
 from bot.texts import say
 
@@ -71,15 +72,11 @@ class LocatedYaml:
         return str(self.path)
 
 
-def load_located(path: Path) -> LocatedYaml:
-    """One YAML document of the file at `path`, with the line of each part."""
-    try:
-        # Bytes, not text: libyaml reads the encoding (UTF-8, or UTF-16 with a BOM) and says
-        # where a byte is not valid, as one InvalidYaml.
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc)) from exc
-    [(root, data)] = _load(raw, str(path), single=True, roots=True)
+def load_located(path: Path, limit: Limit = HAND_WRITTEN) -> LocatedYaml:
+    """One YAML document of the file at `path` (within `limit`), with the line of each part."""
+    # Bytes, not text: libyaml reads the encoding (UTF-8, or UTF-16 with a BOM) and says
+    # where a byte is not valid, as one InvalidYaml.
+    [(root, data)] = _load(read_within(path, limit), str(path), single=True, roots=True)
     lines: dict[Path_, int] = {(): 1}
     if root is not None:
         _walk(root, lines, path)

@@ -10,6 +10,7 @@ in the rule files).
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -20,8 +21,10 @@ from typing import Any
 
 import msgspec
 
+from bot.config import InputLimits
 from bot.errors import InputError
 from bot.facts.decoding import decode_trimmed, read_trimmed
+from bot.input_files import Limit, check_size, read_stream_within, read_within
 from bot.kube_objects import (
     Obj,
     controller_of,
@@ -114,20 +117,33 @@ def _json(text: str | bytes, where: str) -> Any:
         raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
 
 
-def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
-    """`read_objects` of a file, or of standard input when the path is `-`. `for_facts`: a
-    JSON file's objects hold only what the facts read (`bot.facts.decoding`), for a
-    snapshot that is only diagnosed."""
+def read_objects_file(
+    path: Path, for_facts: bool = False, limits: InputLimits | None = None
+) -> list[Obj]:
+    """`read_objects` of a file, or of standard input when the path is `-`, within the size
+    limit of a JSON or a YAML snapshot (`limits`; the defaults when None). A regular file
+    over its limit is refused by its size before it is read; a stream (stdin, a pipe) is
+    read up to the larger limit, then held to its own. `for_facts`: a JSON file's objects
+    hold only what the facts read (`bot.facts.decoding`), for a snapshot only diagnosed."""
+    limits = limits or InputLimits()
     where = "stdin" if str(path) == "-" else str(path)
-    if for_facts and where != "stdin":
-        mapped = read_trimmed(path)
-        if mapped is not None:
-            return _objects([mapped], where)
-    try:
-        raw = sys.stdin.buffer.read() if where == "stdin" else path.read_bytes()
-    except OSError as exc:
-        raise InputError(where, exc.strerror or str(exc)) from exc
-    if raw.lstrip()[:1] in (b"{", b"["):
+    if where == "stdin":
+        raw = read_stream_within(sys.stdin.buffer, _larger(limits), where)
+    elif not _regular(path):
+        raw = read_within(path, _larger(limits))  # a pipe's kind shows once it is read
+    else:
+        json_file = _is_json(_head(path))
+        check_size(path, limits.snapshot() if json_file else limits.yaml_snapshot())
+        if for_facts and json_file:
+            mapped = read_trimmed(path)
+            if mapped is not None:
+                return _objects([mapped], where)
+        raw = read_within(path, limits.snapshot() if json_file else limits.yaml_snapshot())
+    json_text = _is_json(raw)
+    limit = limits.snapshot() if json_text else limits.yaml_snapshot()
+    if len(raw) > limit.max_bytes:
+        raise limit.refusal(where, len(raw))
+    if json_text:
         trimmed = decode_trimmed(raw) if for_facts else None
         if trimmed is not None:
             return _objects([trimmed], where)
@@ -136,11 +152,39 @@ def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
     return read_objects(raw.decode("utf-8", errors="replace"), where)
 
 
-def load_snapshot(*paths: Path) -> Snapshot:
-    """A snapshot of one or more files of kubectl output (JSON or YAML; `-` is stdin)."""
+def _is_json(head: bytes) -> bool:
+    """kubectl's `-o json` (an object or an array); anything else is read as YAML."""
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a regular file, to tell JSON from YAML; none when unreadable
+    (`read_within` says why)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(4096)
+    except OSError:
+        return b""
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True  # read as a file: `read_within` says why it cannot be
+
+
+def _larger(limits: InputLimits) -> Limit:
+    json_limit, yaml_limit = limits.snapshot(), limits.yaml_snapshot()
+    return json_limit if json_limit.mib >= yaml_limit.mib else yaml_limit
+
+
+def load_snapshot(*paths: Path, limits: InputLimits | None = None) -> Snapshot:
+    """A snapshot of one or more files of kubectl output (JSON or YAML; `-` is stdin), each
+    within the size limit of its kind (`limits`; the defaults when None)."""
     objects: list[Obj] = []
     for path in paths:
-        objects.extend(read_objects_file(path))
+        objects.extend(read_objects_file(path, limits=limits))
     where = ", ".join(str(p) for p in paths) or "snapshot"
     return Snapshot.from_items(objects, where)
 

@@ -12,6 +12,8 @@ test fails) instead of calling the OOM killer on the machine.
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import resource
 import shutil
@@ -186,3 +188,104 @@ def test_an_alerts_file_the_parser_would_choke_on_is_one_line_exit_2(
     assert ran.returncode == 2, ran.stderr[-2000:]
     assert ran.stderr.startswith(f"error: {alerts}") and fragment in ran.stderr, ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr
+
+
+# ---- sizes: each kind refused by its limit, named with the setting that raises it -----------
+
+
+def _padded_json(path: Path, mib: float) -> Path:
+    """The healthy snapshot, padded with spaces (still the same JSON) to `mib` MiB."""
+    text = HEALTHY.read_text()
+    path.write_text(text + " " * (int(mib * (1 << 20)) - len(text)))
+    return path
+
+
+def _yaml_of_healthy(path: Path, mib: float) -> Path:
+    text = "# a comment line to pad the file\n"
+    body = HEALTHY.read_text()  # JSON is YAML: as a YAML file it keeps its meaning
+    path.write_text("items: " + json.dumps(json.loads(body)["items"]) + "\n")
+    with path.open("a") as file:
+        file.write(text * (int(mib * (1 << 20)) // len(text)))
+    return path
+
+
+def _json_snapshot(tmp_path: Path) -> tuple[list[str], str | None]:
+    path = _padded_json(tmp_path / "snapshot.json", 1.5)
+    return ["diagnose", "--snapshot", str(path)], None
+
+
+def _stdin_snapshot(tmp_path: Path) -> tuple[list[str], str | None]:
+    _padded_json(tmp_path / "piped.json", 1.5)
+    return ["diagnose", "--snapshot", "-"], "piped.json"
+
+
+def _yaml_snapshot(tmp_path: Path) -> tuple[list[str], str | None]:
+    path = _yaml_of_healthy(tmp_path / "snapshot.yaml", 1.5)
+    return ["diagnose", "--snapshot", str(path)], None
+
+
+def _alerts_file(tmp_path: Path) -> tuple[list[str], str | None]:
+    path = tmp_path / "alerts.json"
+    path.write_text('{"status": "firing", "alerts": []}' + " " * (3 << 19))
+    return ["diagnose", "--snapshot", str(HEALTHY), "--alerts", str(path)], None
+
+
+def _must_gather_file(tmp_path: Path) -> tuple[list[str], str | None]:
+    bundle = tmp_path / "must-gather"
+    shutil.copytree(MUST_GATHER, bundle)
+    with (bundle / "gpu_nodes.descr").open("a") as descr:
+        descr.write("\n" * (3 << 19))
+    return ["diagnose", "--snapshot", str(bundle)], None
+
+
+def _kernel_log(tmp_path: Path) -> tuple[list[str], str | None]:
+    """2 MiB of newlines in 2 KiB of gzip: unpacked only up to the limit, then refused."""
+    log = tmp_path / "kern.log.gz"
+    log.write_bytes(gzip.compress(b"\n" * (2 << 20), compresslevel=9))
+    args = ["diagnose", "--snapshot", str(HEALTHY), "--kernel-log", str(log), "--node", "gpu-a2"]
+    return args, None
+
+
+OVERSIZED: dict[str, tuple[Callable[[Path], tuple[list[str], str | None]], str, str, str]] = {
+    # name: (the input, its setting, its kind as the message says it, the file it names)
+    "json-snapshot": (_json_snapshot, "snapshot_mib", "a JSON snapshot", "snapshot.json"),
+    "stdin": (_stdin_snapshot, "snapshot_mib", "a JSON snapshot", "stdin"),
+    "yaml-snapshot": (_yaml_snapshot, "yaml_snapshot_mib", "a YAML snapshot", "snapshot.yaml"),
+    "alerts": (_alerts_file, "alerts_mib", "an alerts file", "alerts.json"),
+    "must-gather": (
+        _must_gather_file,
+        "must_gather_file_mib",
+        "a file of a must-gather",
+        "must-gather/gpu_nodes.descr",
+    ),
+    "kernel-log": (
+        _kernel_log,
+        "kernel_log_mib",
+        "a kernel log or bug report, unpacked",
+        "kern.log.gz",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERSIZED))
+def test_an_input_over_its_limit_is_refused_naming_the_limit_and_how_to_raise_it(
+    tmp_path: Path, name: str
+) -> None:
+    """Each limit lowered to 1 MiB (`GPUBOT_LIMITS__*`, as a person would raise it) against
+    an input of 1.5 MiB or more: refused in one line, quickly; raised, the same input reads."""
+    build, setting, kind, named = OVERSIZED[name]
+    args, piped = build(tmp_path)
+    stdin = (tmp_path / piped).read_bytes() if piped else None
+    env_name = f"GPUBOT_LIMITS__{setting.upper()}"
+    ran = gpubot(tmp_path, *args, env={env_name: "1"}, stdin=stdin)
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    where = named if named == "stdin" else str(tmp_path / named)
+    assert ran.stderr.startswith(f"error: {where}: "), ran.stderr
+    assert f"over the 1 MiB limit for {kind}" in ran.stderr or (
+        f"more than 1 MiB, the limit for {kind}" in ran.stderr
+    ), ran.stderr
+    assert f"raise limits.{setting} in the settings file, or run with {env_name}=" in ran.stderr
+    assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr
+    assert ran.cpu_s < CPU_S, f"{ran.cpu_s:.2f} s of CPU"
+    raised = gpubot(tmp_path, *args, env={env_name: "128"}, stdin=stdin)
+    assert raised.returncode == 0, raised.stderr[-2000:]
