@@ -33,6 +33,8 @@ from bot.kube_objects import (
     namespace_of,
     spec_of,
 )
+from bot.model import Lang
+from bot.texts import say
 from bot.yamlfiles import load_documents
 
 
@@ -107,7 +109,7 @@ def _json(text: str | bytes, where: str) -> Any:
     standard library's."""
     try:
         return _DECODER.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # msgspec's own depth guard raises this
         pass
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
@@ -115,6 +117,8 @@ def _json(text: str | bytes, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    except RecursionError as exc:  # `[[[[...` a hundred thousand deep: no object nests so
+        raise InputError(where, say(Lang.EN, "input.nested_too_deep")) from exc
 
 
 def read_objects_file(

@@ -1,6 +1,6 @@
 """The catalogue's part for what gpubot says of a file it was handed and will not read whole:
 one over the size limit of its kind, YAML whose aliases would expand it past what Kubernetes'
-own YAML reader accepts, or nested too deep to read.
+own YAML reader accepts, JSON nested too deep to read.
 
 Why a part of its own: these are said by the readers of files (`bot.input_files`,
 `bot.yamlfiles`, the snapshot and must-gather readers), below every room that speaks to the
@@ -49,7 +49,7 @@ TEXTS: dict[str, dict[Lang, str]] = {
         EN: "a file written by hand (rules, rule tests, drills, settings, the alert mapping)",
         ZH: "手写文件（规则、规则测试、演练、设置、告警映射）",
     },
-    # -- YAML that would take the machine (`bot.yamlfiles`) --------------------------------
+    # -- YAML and JSON that would take the machine (`bot.yamlfiles`, `bot.facts.snapshots`)
     "input.yaml.aliases": {
         EN: "by here its YAML aliases have made {nodes} nodes of it, {share}% of them copies: "
         "more than the {allowed}% Kubernetes' YAML reader accepts at this size, so it is refused",

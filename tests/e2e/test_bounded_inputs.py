@@ -190,6 +190,17 @@ def test_an_alerts_file_the_parser_would_choke_on_is_one_line_exit_2(
     assert len(ran.stderr.strip().splitlines()) == 1 and "Traceback" not in ran.stderr
 
 
+def test_a_json_snapshot_nested_past_the_decoder_is_one_line_exit_2(tmp_path: Path) -> None:
+    """msgspec guards its recursion with RecursionError, which is no DecodeError."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"items": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    ran = gpubot(tmp_path, "diagnose", "--snapshot", str(deep))
+    assert ran.returncode == 2, ran.stderr[-2000:]
+    assert ran.stderr.strip() == (
+        f"error: {deep}: nested too deep to read (a Kubernetes object nests a dozen levels or so)"
+    )
+
+
 # ---- sizes: each kind refused by its limit, named with the setting that raises it -----------
 
 
