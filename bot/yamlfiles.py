@@ -12,8 +12,9 @@ and refused past the limit Kubernetes' own YAML reader sets (`_allowed_alias_sha
 A document nested deeper than `MAX_DEPTH` is refused too: the readers of what is built
 recurse, and a thousand levels (libyaml's own limit) end in a RecursionError.
 
-What it must never do: build (or walk) a document before its aliases are counted; parse in
-pure Python when libyaml is there; let a YAMLError or a RecursionError out as a traceback.
+What it must never do: read a file past its size limit (`bot.input_files`); build (or walk) a
+document before its aliases are counted; parse in pure Python when libyaml is there; let a
+YAMLError or a RecursionError out as a traceback.
 """
 
 from __future__ import annotations
