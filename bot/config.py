@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from bot.errors import InputError
+from bot.input_files import Limit
 from bot.model import Action, ActionRequest, Lang
 from bot.names import CHECKPOINT_ANNOTATION, NAMESPACE, POOL_LABEL
 from bot.yamlfiles import load_located
@@ -319,6 +320,57 @@ class SlackSettings(BaseModel):
     """Each Slack Web API call's timeout (the outbox tries again later)."""
 
 
+class InputLimits(BaseModel):
+    """How large a file handed to a command may be, by kind, in MiB: one over its limit is
+    refused at once, in one line naming the setting that raises it (`bot.input_files`).
+
+    Why limits: people diagnose files other people send them, and the readers hold many times
+    a file's size (PyYAML some 42 bytes a byte, at about 2 MiB of YAML a CPU second); a
+    file big enough to take the machine is refused before it is parsed. Each default is set
+    against the real inputs of its kind and what reading them costs (docs/hardening.md,
+    "Files handed over")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    snapshot_mib: int = Field(default=1024, gt=0)
+    """A JSON snapshot (kubectl -o json: a file, or standard input). The 5,000-node fleet of
+    `benchmarks/fleet.py` (Kubernetes' largest supported cluster size) is 291 MiB, read
+    memory-mapped at under twice its size."""
+    yaml_snapshot_mib: int = Field(default=32, gt=0)
+    """A YAML snapshot: the 500-node fleet is 30 MiB as YAML. kubectl's JSON of the same
+    objects is read in a fraction of the memory; the refusal says so."""
+    alerts_mib: int = Field(default=16, gt=0)
+    """An `--alerts` file (read as YAML, so JSON costs as YAML does): 50,000 alerts are 10.2
+    MiB."""
+    must_gather_file_mib: int = Field(default=32, gt=0)
+    """Each file of a must-gather folder (its YAML, describe text, pod logs); the operand
+    pods' YAML grows by some 40 KB a GPU node (about eight pods of 5 KB: an estimate, the
+    fixtures in tests/data are trimmed), so this holds some 800 GPU nodes."""
+    kernel_log_mib: int = Field(default=256, gt=0)
+    """A `--kernel-log`, or a must-gather's bug report, as its text once unpacked (a gzip
+    member is unpacked only up to this)."""
+
+    def snapshot(self) -> Limit:
+        return Limit("snapshot", self.snapshot_mib, "limits.snapshot_mib")
+
+    def yaml_snapshot(self) -> Limit:
+        return Limit(
+            "yaml_snapshot",
+            self.yaml_snapshot_mib,
+            "limits.yaml_snapshot_mib",
+            "input.hint.yaml_snapshot",
+        )
+
+    def alerts(self) -> Limit:
+        return Limit("alerts", self.alerts_mib, "limits.alerts_mib")
+
+    def must_gather_file(self) -> Limit:
+        return Limit("must_gather_file", self.must_gather_file_mib, "limits.must_gather_file_mib")
+
+    def kernel_log(self) -> Limit:
+        return Limit("kernel_log", self.kernel_log_mib, "limits.kernel_log_mib")
+
+
 ENV_PREFIX = "GPUBOT_"
 
 
@@ -372,6 +424,8 @@ class Settings(BaseModel):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     store_url: str = "sqlite:///gpubot.db"
     """SQLite (a file) by default; postgresql://... for production and replicas."""
+    limits: InputLimits = Field(default_factory=InputLimits)
+    """How large a file handed to `gpubot diagnose` or `alerts explain` may be, by kind."""
 
     def alert_mapping_file(self) -> Path:
         """The alert mapping to use: `alerts_file`, else the rules directory's, else the

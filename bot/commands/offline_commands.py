@@ -168,7 +168,11 @@ def _diagnose(
         stderr().print(f"note: {note}", markup=False)
     signals = list(inputs.signals)
     for path in alerts:
-        signals.extend(load_alerts_file(path, settings.node_labels, alert_mapping(settings)))
+        signals.extend(
+            load_alerts_file(
+                path, settings.node_labels, alert_mapping(settings), settings.limits.alerts()
+            )
+        )
     moment = now or inputs.collected_at or utcnow()
     if moment.tzinfo is None:
         moment = moment.astimezone()

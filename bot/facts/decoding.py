@@ -264,8 +264,8 @@ def read_trimmed(path: Path, give_back_every: int = GIVE_BACK_EVERY) -> Obj | No
 def _decode(buffer: Any, give_back: Callable[[int], None], every: int) -> Obj | None:
     try:
         document = _LIST.decode(buffer)
-    except msgspec.DecodeError:  # a ValidationError is one too
-        return _one_object(buffer)
+    except (msgspec.DecodeError, RecursionError):  # a ValidationError is one too; msgspec's
+        return _one_object(buffer)  # guard against deep nesting raises RecursionError
     raws: list[msgspec.Raw | None] = list(document.items)
     del document
     items: list[Any] = []
@@ -278,7 +278,7 @@ def _decode(buffer: Any, give_back: Callable[[int], None], every: int) -> Obj | 
             if done >= mark:
                 give_back(done)
                 mark = done + every
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return {"items": items}
 
@@ -286,5 +286,5 @@ def _decode(buffer: Any, give_back: Callable[[int], None], every: int) -> Obj | 
 def _one_object(buffer: Any) -> Obj | None:
     try:
         return cast(Obj, _OBJECT.decode(buffer))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None

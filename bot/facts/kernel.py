@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bot.config import InputLimits
 from bot.errors import InputError
+from bot.input_files import Limit, read_within
 from bot.model import Signal
 
 XID_SIGNAL = "GPUXidError"
@@ -347,14 +349,20 @@ class LogText:
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def gunzip_members(data: bytes) -> LogText:
+def gunzip_members(data: bytes, where: str = "gzip", limit: Limit | None = None) -> LogText:
     """A multi-member gzip (nvidia-bug-report.sh appends one member per section) read member
     by member: a cut or corrupt member keeps every member before it, and of a cut one its
-    whole lines (deflate decodes a prefix exactly; only the CRC at its end is unchecked)."""
+    whole lines (deflate decodes a prefix exactly; only the CRC at its end is unchecked).
+
+    Unpacked only up to `limit` (the default kernel-log limit when None): a megabyte of
+    gzip can stand for a gigabyte of zeros, so past the limit the whole file is refused
+    (InputError naming `where`), never cut, as a log without its end misses the newest Xid."""
+    limit = limit or InputLimits().kernel_log()
     chunks: list[bytes] = []
     members = 0
     problem = None
     rest = data
+    left = limit.max_bytes
     while rest:
         if rest[:2] != _GZIP_MAGIC:
             if members == 0:
@@ -364,10 +372,14 @@ def gunzip_members(data: bytes) -> LogText:
             break
         inflater = zlib.decompressobj(wbits=31)
         try:
-            chunk = inflater.decompress(rest)
+            # One byte past what is left: more than that is over the limit, however much.
+            chunk = inflater.decompress(rest, left + 1)
         except zlib.error as exc:
             problem = f"gzip member {members + 1} is corrupt ({exc}); read members 1-{members}"
             break
+        if len(chunk) > left:
+            raise limit.refusal(where, None)
+        left -= len(chunk)
         if not inflater.eof:
             chunks.append(chunk[: chunk.rfind(b"\n") + 1])
             problem = (
@@ -381,13 +393,12 @@ def gunzip_members(data: bytes) -> LogText:
     return LogText(b"".join(chunks).decode("utf-8", errors="replace"), problem, members)
 
 
-def read_log_file(path: Path) -> LogText:
-    """A kernel log or bug report as text: gzip (multi-member) undone, bytes that are not
-    UTF-8 replaced. An unreadable file is an InputError."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(str(path), exc.strerror or str(exc)) from exc
+def read_log_file(path: Path, limit: Limit | None = None) -> LogText:
+    """A kernel log or bug report as text, within `limit` (the default kernel-log limit when
+    None) before and after gzip (multi-member) is undone, bytes that are not UTF-8 replaced.
+    An unreadable file, or one over the limit, is an InputError."""
+    limit = limit or InputLimits().kernel_log()
+    data = read_within(path, limit)
     if data[:2] == _GZIP_MAGIC:
-        return gunzip_members(data)
+        return gunzip_members(data, str(path), limit)
     return LogText(data.decode("utf-8", errors="replace"))

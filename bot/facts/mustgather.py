@@ -16,7 +16,11 @@ of the GPU nodes describe left out: the script describes only nodes labelled
 DaemonSets repeat their YAML: not read.
 
 What it must never do: guess. A part it cannot read is listed in `skipped`, a part the bundle
-does not hold in `missing`, and neither is filled in from elsewhere.
+does not hold in `missing`, and neither is filled in from elsewhere. Nor read a file past the
+limits of `bot.config.InputLimits`, or YAML that `bot.yamlfiles` refuses (aliases that expand
+past what Kubernetes reads, nesting past its depth): such a file refuses the whole bundle
+(InputError), as a note would bury the setting that raises the limit, and a bundle holding a
+file built to take the machine is not one to diagnose.
 """
 
 from __future__ import annotations
@@ -28,8 +32,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from bot.config import InputLimits
 from bot.errors import InputError
 from bot.facts.describe import labels_from_must_gather, nodes_from_describe
 from bot.facts.kernel import (
@@ -39,8 +42,10 @@ from bot.facts.kernel import (
     kernel_signals,
     report_time,
 )
+from bot.input_files import Limit, check_size, read_stream_within
 from bot.kube_objects import Obj, labels_of, name_of, namespace_of, spec_of, status_of
 from bot.model import Signal
+from bot.yamlfiles import InvalidYaml, load_document
 
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 _BUG_REPORT = re.compile(r"^nvidia-bug-report_(?P<node>.+?)\.log(?:\.gz)?$")
@@ -102,10 +107,12 @@ def _plain(value: Any) -> Any:
 
 class _Reader:
     """Owns the bundle being read from one must-gather folder, and what was skipped and why.
-    Never: fails on a file it cannot read (it is skipped and said)."""
+    Never: fails on a file it cannot read (it is skipped and said), but on one over its
+    limits (it raises: see the module's docstring)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, limits: InputLimits) -> None:
         self.folder = folder
+        self.limits = limits
         self.bundle = Bundle()
 
     def skip(self, name: str, reason: str) -> None:
@@ -116,10 +123,17 @@ class _Reader:
         path = self.folder / name
         if not path.is_file():
             return None
+        data = self.read(path, self.limits.must_gather_file())
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def read(self, path: Path, limit: Limit) -> bytes | None:
+        """A file's bytes within `limit`; None (skipped and said) when it cannot be read."""
+        check_size(path, limit)  # over it: the bundle is refused (the module's docstring)
         try:
-            return path.read_bytes().decode("utf-8", errors="replace")
+            with path.open("rb") as file:
+                return read_stream_within(file, limit, str(path))
         except OSError as exc:
-            self.skip(name, exc.strerror or str(exc))
+            self.skip(path.name, exc.strerror or str(exc))
             return None
 
     def yaml_objects(self, name: str, kinds: tuple[str, ...]) -> list[Obj]:
@@ -128,12 +142,10 @@ class _Reader:
         if text is None:
             return []
         try:
-            raw = _plain(yaml.safe_load(text))
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f" at line {mark.line + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            self.skip(name, f"invalid YAML{line}: {problem}")
+            raw = _plain(load_document(text, str(self.folder / name)))
+        except InvalidYaml as exc:
+            line = f" at line {exc.line}" if exc.line else ""
+            self.skip(name, f"invalid YAML{line}: {exc.problem}")
             return []
         if raw is None:
             self.skip(name, "empty")
@@ -161,10 +173,11 @@ class _Reader:
         return objects
 
 
-def read_must_gather(folder: Path) -> Bundle:
+def read_must_gather(folder: Path, limits: InputLimits | None = None) -> Bundle:
     """Read a must-gather folder. A folder with neither `gpu_nodes.labels` nor
     `gpu_operand_pods.yaml` is not one (InputError); any other part that cannot be read is
-    listed in `skipped` and the rest read."""
+    listed in `skipped` and the rest read. A file over `limits` (the defaults when None), or
+    YAML that expands past Kubernetes' limit, is an InputError naming it."""
     if not folder.is_dir():
         raise InputError(str(folder), "not a GPU Operator must-gather folder: not a directory")
     if (
@@ -176,7 +189,7 @@ def read_must_gather(folder: Path) -> Bundle:
             "not a GPU Operator must-gather folder: neither gpu_nodes.labels nor "
             "gpu_operand_pods.yaml is in it",
         )
-    reader = _Reader(folder)
+    reader = _Reader(folder, limits or InputLimits())
     bundle = reader.bundle
     nodes = _nodes(reader)
     pods = _pods(reader)
@@ -343,13 +356,12 @@ def _bug_reports(reader: _Reader, nodes: list[Obj], pods: list[Obj]) -> None:
         if match is None or not path.is_file():
             continue
         node = match["node"]
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            reader.skip(path.name, exc.strerror or str(exc))
+        limit = reader.limits.kernel_log()
+        data = reader.read(path, limit)
+        if data is None:
             continue
         log = (
-            gunzip_members(data)
+            gunzip_members(data, str(path), limit)
             if path.name.endswith(".gz")
             else LogText(data.decode("utf-8", errors="replace"))
         )

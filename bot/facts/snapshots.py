@@ -10,6 +10,7 @@ in the rule files).
 from __future__ import annotations
 
 import json
+import stat
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import yaml
 
+from bot.config import InputLimits
 from bot.errors import InputError
 from bot.facts.decoding import decode_trimmed, read_trimmed
+from bot.input_files import Limit, check_size, read_stream_within, read_within
 from bot.kube_objects import (
     Obj,
     controller_of,
@@ -31,6 +33,9 @@ from bot.kube_objects import (
     namespace_of,
     spec_of,
 )
+from bot.model import Lang
+from bot.texts import say
+from bot.yamlfiles import load_documents
 
 
 @dataclass
@@ -72,18 +77,12 @@ class Snapshot:
 
 def read_objects(text: str, where: str) -> list[Obj]:
     """The objects of what kubectl prints: a JSON or YAML List (`-o json`, `-o yaml`), one
-    object, or a stream of YAML documents (`---`), as they come."""
+    object, or a stream of YAML documents (`---`), as they come. YAML is read the one
+    bounded way (`bot.yamlfiles`): aliases that would expand it past what Kubernetes reads
+    are refused."""
     if text.lstrip().startswith(("{", "[")):  # JSON (kubectl -o json): JSON's errors
-        documents = [_json(text, where)]
-    else:
-        try:
-            documents = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "unreadable"
-            raise InputError(f"{where}{line}", f"not valid YAML: {problem}") from exc
-    return _objects(documents, where)
+        return _objects([_json(text, where)], where)
+    return _objects(load_documents(text, where), where)
 
 
 def _objects(documents: list[Any], where: str) -> list[Obj]:
@@ -110,7 +109,7 @@ def _json(text: str | bytes, where: str) -> Any:
     standard library's."""
     try:
         return _DECODER.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # msgspec's own depth guard raises this
         pass
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
@@ -118,22 +117,37 @@ def _json(text: str | bytes, where: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}:{exc.lineno}", f"not valid JSON: {exc.msg}") from exc
+    except RecursionError as exc:  # `[[[[...` a hundred thousand deep: no object nests so
+        raise InputError(where, say(Lang.EN, "input.nested_too_deep")) from exc
 
 
-def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
-    """`read_objects` of a file, or of standard input when the path is `-`. `for_facts`: a
-    JSON file's objects hold only what the facts read (`bot.facts.decoding`), for a
-    snapshot that is only diagnosed."""
+def read_objects_file(
+    path: Path, for_facts: bool = False, limits: InputLimits | None = None
+) -> list[Obj]:
+    """`read_objects` of a file, or of standard input when the path is `-`, within the size
+    limit of a JSON or a YAML snapshot (`limits`; the defaults when None). A regular file
+    over its limit is refused by its size before it is read; a stream (stdin, a pipe) is
+    read up to the larger limit, then held to its own. `for_facts`: a JSON file's objects
+    hold only what the facts read (`bot.facts.decoding`), for a snapshot only diagnosed."""
+    limits = limits or InputLimits()
     where = "stdin" if str(path) == "-" else str(path)
-    if for_facts and where != "stdin":
-        mapped = read_trimmed(path)
-        if mapped is not None:
-            return _objects([mapped], where)
-    try:
-        raw = sys.stdin.buffer.read() if where == "stdin" else path.read_bytes()
-    except OSError as exc:
-        raise InputError(where, exc.strerror or str(exc)) from exc
-    if raw.lstrip()[:1] in (b"{", b"["):
+    if where == "stdin":
+        raw = read_stream_within(sys.stdin.buffer, _larger(limits), where)
+    elif not _regular(path):
+        raw = read_within(path, _larger(limits))  # a pipe's kind shows once it is read
+    else:
+        json_file = _is_json(_head(path))
+        check_size(path, limits.snapshot() if json_file else limits.yaml_snapshot())
+        if for_facts and json_file:
+            mapped = read_trimmed(path)
+            if mapped is not None:
+                return _objects([mapped], where)
+        raw = read_within(path, limits.snapshot() if json_file else limits.yaml_snapshot())
+    json_text = _is_json(raw)
+    limit = limits.snapshot() if json_text else limits.yaml_snapshot()
+    if len(raw) > limit.max_bytes:
+        raise limit.refusal(where, len(raw))
+    if json_text:
         trimmed = decode_trimmed(raw) if for_facts else None
         if trimmed is not None:
             return _objects([trimmed], where)
@@ -142,11 +156,39 @@ def read_objects_file(path: Path, for_facts: bool = False) -> list[Obj]:
     return read_objects(raw.decode("utf-8", errors="replace"), where)
 
 
-def load_snapshot(*paths: Path) -> Snapshot:
-    """A snapshot of one or more files of kubectl output (JSON or YAML; `-` is stdin)."""
+def _is_json(head: bytes) -> bool:
+    """kubectl's `-o json` (an object or an array); anything else is read as YAML."""
+    return head.lstrip()[:1] in (b"{", b"[")
+
+
+def _head(path: Path) -> bytes:
+    """The first bytes of a regular file, to tell JSON from YAML; none when unreadable
+    (`read_within` says why)."""
+    try:
+        with path.open("rb") as file:
+            return file.read(4096)
+    except OSError:
+        return b""
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True  # read as a file: `read_within` says why it cannot be
+
+
+def _larger(limits: InputLimits) -> Limit:
+    json_limit, yaml_limit = limits.snapshot(), limits.yaml_snapshot()
+    return json_limit if json_limit.mib >= yaml_limit.mib else yaml_limit
+
+
+def load_snapshot(*paths: Path, limits: InputLimits | None = None) -> Snapshot:
+    """A snapshot of one or more files of kubectl output (JSON or YAML; `-` is stdin), each
+    within the size limit of its kind (`limits`; the defaults when None)."""
     objects: list[Obj] = []
     for path in paths:
-        objects.extend(read_objects_file(path))
+        objects.extend(read_objects_file(path, limits=limits))
     where = ", ".join(str(p) for p in paths) or "snapshot"
     return Snapshot.from_items(objects, where)
 

@@ -48,8 +48,8 @@ def read_alerts(payload: Path, snapshot: Path | None, settings: Settings) -> Ite
     """Every alert of every payload in the file, in order. With a snapshot, a node an alert
     names by an address or a pod is looked up there, as the pipeline looks it up."""
     mapping = alert_mapping(settings)
-    nodes = load_snapshot(snapshot) if snapshot is not None else None
-    for found in read_payloads(payload):
+    nodes = load_snapshot(snapshot, limits=settings.limits) if snapshot is not None else None
+    for found in read_payloads(payload, settings.limits.alerts()):
         readings = [understand(a, mapping, settings.node_labels) for a in found.alerts]
         resolved: list[str | None] = [r.node for r in readings]
         gone: set[int] = set()

@@ -68,7 +68,8 @@ def read_inputs(
     paths: list[Path], kernel_logs: list[Path], node: str | None, settings: Settings
 ) -> Inputs:
     """Files of kubectl output (JSON or YAML, `-` for stdin), GPU Operator must-gather
-    folders, and kernel logs of one node, as one snapshot with its signals."""
+    folders, and kernel logs of one node, as one snapshot with its signals; each file within
+    the size limit of its kind (`settings.limits`)."""
     if kernel_logs and not node:
         raise InputError("--kernel-log", "give --node NODE: a kernel log does not name its node")
     objects: list[Obj] = []
@@ -79,7 +80,7 @@ def read_inputs(
         if path.is_dir():
             from bot.facts.mustgather import read_must_gather
 
-            bundle = read_must_gather(path)
+            bundle = read_must_gather(path, settings.limits)
             objects += bundle.objects
             signals += bundle.signals
             notes += [f"{path}: skipped {f}: {why}" for f, why in bundle.skipped]
@@ -87,11 +88,11 @@ def read_inputs(
             if bundle.collected_at is not None:
                 collected = max(collected or bundle.collected_at, bundle.collected_at)
         else:
-            objects += read_objects_file(path, for_facts=True)
+            objects += read_objects_file(path, for_facts=True, limits=settings.limits)
     for log in kernel_logs:
         from bot.facts.kernel import kernel_signals, read_log_file
 
-        read = read_log_file(log)
+        read = read_log_file(log, settings.limits.kernel_log())
         if read.problem:
             notes.append(f"{log}: {read.problem}")
         signals += kernel_signals(read.text, node or "", str(log))

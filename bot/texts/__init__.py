@@ -1,7 +1,7 @@
 """The one zh/en catalogue: every sentence gpubot says to a person, in English and Chinese,
 assembled here from its parts by area (the chat, diagnoses, decisions and actions, the health
-gate, incidents, the command line, and the list separators they share), and the few functions
-that say them.
+gate, incidents, the command line, files refused at the door, and the list separators they
+share), and the few functions that say them.
 
 Why one catalogue: `--lang zh` was half English because each module kept its own strings,
 some never translated. Here a key without both languages, or with different placeholders in
@@ -27,6 +27,7 @@ from bot.texts import (
     diagnosis_texts,
     gate_texts,
     incident_texts,
+    input_texts,
     shared_texts,
 )
 
@@ -39,6 +40,7 @@ PARTS: dict[str, dict[str, dict[Lang, str]]] = {
         gate_texts,
         incident_texts,
         cli_texts,
+        input_texts,
         shared_texts,
     )
 }

@@ -25,7 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bot.config import InputLimits
 from bot.errors import InputError
+from bot.input_files import Limit
 from bot.model import Signal
 from bot.rules.loading import AlertMapping
 from bot.sources.alertmanager.understanding import (
@@ -266,9 +268,11 @@ def _signal(
     )
 
 
-def read_payloads(path: Path) -> list[WebhookPayload]:
-    """A file holding one webhook payload, or a list of them (JSON or YAML)."""
-    raw = load_located(path).data
+def read_payloads(path: Path, limit: Limit | None = None) -> list[WebhookPayload]:
+    """A file holding one webhook payload, or a list of them (JSON or YAML), within `limit`
+    (the default alerts-file limit when None). Read as YAML, the one bounded way
+    (`bot.yamlfiles`): aliases past Kubernetes' limit are refused."""
+    raw = load_located(path, limit or InputLimits().alerts()).data
     items = raw if isinstance(raw, list) else [raw]
     payloads = []
     for index, item in enumerate(items):
@@ -280,11 +284,14 @@ def read_payloads(path: Path) -> list[WebhookPayload]:
 
 
 def load_alerts_file(
-    path: Path, node_labels: Iterable[str], mapping: AlertMapping | None = None
+    path: Path,
+    node_labels: Iterable[str],
+    mapping: AlertMapping | None = None,
+    limit: Limit | None = None,
 ) -> list[Signal]:
     """The signals of a file holding one webhook payload, or a list of them (JSON or YAML)."""
     node_labels = list(node_labels)
     signals: list[Signal] = []
-    for payload in read_payloads(path):
+    for payload in read_payloads(path, limit):
         signals.extend(signals_from_payload(payload, node_labels, mapping))
     return signals
