@@ -149,7 +149,7 @@ class OutboxWorker:
         self.rng = rng or random.Random()
         self.metrics = metrics if metrics is not None else Telemetry()
         self.store_outage = Outage(
-            f"{what} delivery", log, self._seconds, down_as="paused", up_as="goes on"
+            f"{what} delivery", log, self._seconds, down_as="paused", up_as="resumes"
         )
         """Whether the store is away for this worker; told once each way."""
         self.chat_outage = Outage(what, log, self._seconds, down_as="unreachable")
@@ -263,8 +263,5 @@ class OutboxWorker:
         self._paused_until = at  # the chat (or the way to it) is down: everything waits
         self.outbox.outbox_retry(item.id, at, outcome.why)
         self._count("chat")
-        self.chat_outage.down(
-            f"{outcome.why} (sending {item.key}); every message waits, tried again in "
-            f"{delay:.1f} s, then less and less often, at least every {self.backoff_max_s:g} s"
-        )
+        self.chat_outage.down(f"{outcome.why} ({item.key})")  # docs/hardening.md: the back-off
         return "later"

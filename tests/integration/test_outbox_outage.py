@@ -114,7 +114,7 @@ def test_a_store_outage_is_one_warning_and_one_line_not_a_traceback_a_poll(
     assert len(warnings) == 1, warnings
     assert warnings[0].startswith("console delivery paused: store ")
     ended = [r.getMessage() for r in told if r.levelno == logging.INFO]
-    assert len(ended) == 1 and ended[0].startswith("console delivery goes on after "), ended
+    assert len(ended) == 1 and ended[0].startswith("console delivery resumes after "), ended
     # Tries at 0, 0.5, 1.5 and 3.5 s into the outage, the next at 7.5 s (after it): four
     # failed, where a try every 0.5 s made eight.
     failed = _scraped(web, "gpubot_outbox_failures_total", chat="console", cause="store")
