@@ -24,6 +24,13 @@ if TYPE_CHECKING:
 ALERTS_FILE = "alerts.yaml"
 """The alert mapping's file name in a rules directory (`bot.rules.loading` skips it)."""
 
+DRAIN_CONCURRENCY = 32
+"""How many evictions one drain has in flight at once (`bot.acting.draining.drain`'s
+threads), and so how many connections to the API server it uses at once: the Kubernetes
+client speaks HTTP/1.1, one connection per request in flight. The client's pool keeps this
+many and more (`bot.kube.connecting.KUBE_CONNECTIONS`); a smaller pool closes the rest after
+each request, with a urllib3 warning each time. Said once here, below both."""
+
 
 def bundled_dir(name: str) -> Path:
     """`rules/` or `drills/` beside the package in a checkout; the copy packed into the wheel

@@ -9,10 +9,18 @@ rounds until nothing more is due, the backoff that pauses the whole worker while
 down, the rate limit that pauses one method, the item given up with its reason. That loop is
 written once, here; a sender only says what happened to one item.
 
+The store itself may be away (a database restarting, the network to it cut): then the worker
+looks again after `poll_s`, the wait doubling up to `STORE_RETRY_MAX_S`. That outage, and
+one of the chat, is told as the webhook and /readyz tell theirs (`bot.process.health.Outage`):
+one warning when it begins, one line when it ends, each failed try in between counted
+(`gpubot_outbox_failures_total`). The worker logged a traceback every 0.5 s while the store
+was away, and a warning at every retry while Slack was (issue 31, item 6).
+
 What it must never do: run twice over one store (the outbox has no claim, two workers would
 both send: one per store, on the leader), drop an item without the outbox recording why
-(`outbox_retry(..., give_up=True)`), or lose a message to a bug in a sender (its exception
-leaves the item pending for the next round).
+(`outbox_retry(..., give_up=True)`), lose a message to a bug in a sender (its exception
+leaves the item pending for the next round), or log a line per try while the store or the
+chat is away.
 """
 
 from __future__ import annotations
@@ -26,8 +34,22 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, Self, TypedDict
 
 from bot.clock import Clock, utcnow
+from bot.errors import StoreUnavailable
 from bot.model import OutboxItem
 from bot.ports import Outbox
+from bot.process.health import Outage
+from bot.process.telemetry import Telemetry
+
+STORE_RETRY_MAX_S = 15.0
+"""While the store does not answer, the worker looks again after `poll_s`, the wait doubling
+up to this: a long outage costs one query every 15 s, and what was queued meanwhile goes out
+within 15 s of the store's return (at once when this replica queues it: `wake`)."""
+
+
+def _doubling(first_s: float, cap_s: float, tries: int) -> float:
+    """The wait before the try after `tries` failed ones: `first_s`, doubling, at most
+    `cap_s`. Both of the worker's back-offs (the chat down, the store away) are this one."""
+    return min(cap_s, first_s * 2.0 ** min(max(tries, 0), 30))
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,7 @@ class WorkerOptions(TypedDict, total=False):
     backoff_base_s: float
     backoff_max_s: float
     rng: random.Random | None
+    metrics: Telemetry | None
 
 
 class Sender(Protocol):
@@ -88,10 +111,11 @@ class OutboxWorker:
 
     Owns its thread (`start`, `stop`, `wake`), and when the chat may be asked again: the
     whole worker after an outage (`_paused_until`), one method after a rate limit
-    (`_method_paused`). What is due, and what was sent, is the outbox's.
+    (`_method_paused`); and whether the store or the chat is away (`store_outage`,
+    `chat_outage`, each told once each way). What is due, and what was sent, is the outbox's.
 
-    Must never run beside another worker over the same store, and never drop an item without
-    the outbox recording why.
+    Must never run beside another worker over the same store, never drop an item without
+    the outbox recording why, and never log a line per try while the store or chat is away.
     """
 
     def __init__(
@@ -108,8 +132,10 @@ class OutboxWorker:
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         rng: random.Random | None = None,
+        metrics: Telemetry | None = None,
     ) -> None:
-        """`name`: the thread's; `what`: whose delivery the log says failed (one word)."""
+        """`name`: the thread's; `what`: the chat, one word, as the log and the metrics name
+        it (`console`, `slack`); `metrics`: where its failed rounds are counted."""
         self.outbox = outbox
         self.sender = sender
         self.name = name
@@ -121,6 +147,13 @@ class OutboxWorker:
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self.rng = rng or random.Random()
+        self.metrics = metrics if metrics is not None else Telemetry()
+        self.store_outage = Outage(
+            f"{what} delivery", log, self._seconds, down_as="paused", up_as="resumes"
+        )
+        """Whether the store is away for this worker; told once each way."""
+        self.chat_outage = Outage(what, log, self._seconds, down_as="unreachable")
+        """Whether the chat, or the way to it, is down (`Down`); told once each way."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -150,15 +183,36 @@ class OutboxWorker:
         self._wake.set()
 
     def _run(self) -> None:
+        failed = 0  # rounds in a row that raised
         while not self._stop.is_set():
             self._wake.clear()
             try:
                 self.deliver_once()
-            except Exception:  # the store is down, or a bug: keep the worker alive
+            except StoreUnavailable as error:  # told once; its traceback says nothing new
+                failed += 1
+                self._count("store")
+                self.store_outage.down(" ".join(str(error).split()))  # one line
+            except Exception:  # a bug: keep the worker alive, and its traceback
+                failed += 1
+                self._count("error")
                 self.log.exception(
-                    "%s delivery failed; trying again in %.1f s", self.what, self.poll_s
+                    "%s delivery failed; trying again in %.1f s", self.what, self._wait_s(failed)
                 )
-            self._wake.wait(self.poll_s)
+            else:
+                failed = 0
+                self.store_outage.up()
+            self._wake.wait(self._wait_s(failed))
+
+    def _wait_s(self, failed: int) -> float:
+        """Until the next round, after `failed` rounds in a row that raised."""
+        return _doubling(self.poll_s, STORE_RETRY_MAX_S, failed - 1)
+
+    def _seconds(self) -> float:
+        """The worker's clock as seconds: how long an outage lasted, in the time it runs on."""
+        return self.clock().timestamp()
+
+    def _count(self, cause: str) -> None:
+        self.metrics.outbox_failures.labels(chat=self.what, cause=cause).inc()
 
     # one round
 
@@ -186,6 +240,10 @@ class OutboxWorker:
 
     def _settle(self, item: OutboxItem, outcome: Outcome, now: datetime) -> str:
         """Writes down what became of `item`: "sent", "gave-up" or "later"."""
+        if isinstance(outcome, Sent | Refused) or (
+            isinstance(outcome, Later) and outcome.method_waits
+        ):
+            self.chat_outage.up()  # the chat answered, whatever it answered
         if isinstance(outcome, Sent):
             if not self.outbox.outbox_sent(item.id, dict(outcome.result), now):
                 self.log.warning("%s was already marked sent (another worker?)", item.key)
@@ -199,10 +257,11 @@ class OutboxWorker:
                 self._method_paused[item.method] = outcome.at
             self.outbox.outbox_retry(item.id, outcome.at, outcome.why)
             return "later"
-        delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** min(item.attempts, 20))
+        delay = _doubling(self.backoff_base_s, self.backoff_max_s, item.attempts)
         delay *= 0.5 + 0.5 * self.rng.random()
         at = now + timedelta(seconds=delay)
         self._paused_until = at  # the chat (or the way to it) is down: everything waits
         self.outbox.outbox_retry(item.id, at, outcome.why)
-        self.log.warning("%s: %s; retrying in %.1f s", item.key, outcome.why, delay)
+        self._count("chat")
+        self.chat_outage.down(f"{outcome.why} ({item.key})")  # docs/hardening.md: the back-off
         return "later"

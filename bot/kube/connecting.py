@@ -5,7 +5,9 @@ Why a module of its own: how gpubot finds and authenticates to an API server is 
 once at start-up, with its own failure (credentials a person must fix), and nothing to do with
 the requests made afterwards. Every client built here has urllib3's retries off: they doubled
 the time a request could take and logged a warning line per attempt (hundreds in an outage);
-the callers retry, each on its own schedule.
+the callers retry, each on its own schedule. And each keeps `KUBE_CONNECTIONS` connections
+for the next request: the client's default (`cpu_count() * 5`) is smaller than a drain's
+evictions in flight, and urllib3 closed the rest with a warning each (issue 31, item 6).
 
 What it must never do: make a request, or let a loader's traceback stand for a kubeconfig or
 ServiceAccount that cannot be used (it is one `InputError` line naming it).
@@ -23,11 +25,24 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.incluster_config import InClusterConfigLoader
 
+from bot.config import DRAIN_CONCURRENCY
 from bot.errors import InputError
 
 SERVICEACCOUNT_DIR_ENV = "GPUBOT_SERVICEACCOUNT_DIR"
 """Where `in_cluster` reads the ServiceAccount's token and CA, when not from the standard
 mount (set for `gpubot serve --in-cluster` against the simulator)."""
+
+STANDING_CONNECTIONS = 8
+"""Requests in flight beside a drain's: the three watches' streams (nodes, pods, events),
+the leader election, a pass's reads, the readiness probe, the smoke test, a second look."""
+
+KUBE_CONNECTIONS = DRAIN_CONCURRENCY + STANDING_CONNECTIONS
+"""The connections a client keeps for the next request (urllib3's pool `maxsize`). The client
+speaks HTTP/1.1, one connection per request in flight; a connection over the pool's size is
+closed when its request ends, with a "Connection pool is full, discarding connection"
+warning, and the next request pays a new TLS handshake. (client-go speaks HTTP/2 to the API
+server: kubectl drain's concurrent evictions share one connection.) It bounds what is kept,
+not what is used: urllib3 opens more when more are asked for at once (`block=False`)."""
 
 
 def client_for_url(url: str) -> client.ApiClient:
@@ -107,6 +122,8 @@ def _unusable_config(where: str) -> Iterator[None]:
 
 def _client(configuration: client.Configuration) -> client.ApiClient:
     """No urllib3 retries: each caller retries on its own schedule, and urllib3's log a
-    warning line per attempt."""
+    warning line per attempt. A pool of `KUBE_CONNECTIONS`: a drain's evictions and the
+    watches at once, none closed for want of room."""
     configuration.retries = False
+    configuration.connection_pool_maxsize = KUBE_CONNECTIONS
     return client.ApiClient(configuration)

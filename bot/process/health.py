@@ -1,10 +1,12 @@
-"""Whether what the process depends on answers: outages said once, readiness checks cached.
+"""Whether what the process depends on answers: outages said once, readiness checks cached,
+refusals that recur said once per cause and interval.
 
 Why it exists: a supervisor reads `/readyz` every few seconds and routes traffic by it, so it
 must fail while the store or the Kubernetes API is away, and say why in words anyone may read
 (the endpoint is open: no URL, host, user or database name). And an outage is one event, not
 one log line per retry: the operator reading the log after a night's outage needs the moment
-it began and the moment it ended, not hundreds of lines in between.
+it began and the moment it ended, not hundreds of lines in between. A peer that keeps sending
+what gpubot refuses is told the same way: once, then once in a while, with the count.
 
 What it must never do: probe on every request (a check may cost a round trip; its answer is
 kept `ttl_s`), block the event loop (checks run in a worker thread), or raise out of a probe.
@@ -76,6 +78,44 @@ class Outage:
             self._since = None
             self._reason = None
         self.logger.info("%s %s after %.0f s", self.what, self.up_as, lasted)
+        return True
+
+
+class Recurring:
+    """A failure with no end this process could see, such as a peer that keeps sending what
+    is refused: told the first time per cause, then at most once every `every_s` with how
+    many came in between, never a line per occurrence. Counting each one is the metrics'.
+
+    Owns: per cause, when it was last told and how many came since. Thread-safe. Never logs
+    one cause twice within `every_s`. A cause is a fixed word of the caller's, never text
+    from outside (the table would grow with whatever a sender sent)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger = log,
+        every_s: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.every_s = every_s
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._told: dict[str, tuple[float, int]] = {}
+
+    def tell(self, cause: str, message: str, *args: object) -> bool:
+        """Logs `message % args` as a warning when `cause` was not told within `every_s`:
+        True when it did."""
+        with self._lock:
+            now = self.clock()
+            last = self._told.get(cause)
+            if last is not None and now - last[0] < self.every_s:
+                self._told[cause] = (last[0], last[1] + 1)
+                return False
+            self._told[cause] = (now, 0)
+        since = "" if last is None or not last[1] else f"; {last[1]} more like it since"
+        self.logger.warning(
+            f"{message} (told at most once every %.0f s{since})", *args, self.every_s
+        )
         return True
 
 

@@ -85,6 +85,16 @@ class Telemetry:
             ["identity"],
             registry=r,
         )
+        self.outbox_failures = Counter(
+            "gpubot_outbox_failures_total",
+            "Failed tries of the leader's outbox delivery, by chat (console, slack) and cause: "
+            "store (a round the store did not answer; tried again 0.5 s after, doubling up to "
+            "15 s), chat (a message the chat or the way to it refused as down; everything "
+            "waits, 1 s doubling up to 60 s) or error (a bug, logged with its traceback). The "
+            "log tells a store or chat outage once when it begins and once when it ends.",
+            ["chat", "cause"],
+            registry=r,
+        )
         self.actions = Counter(
             "gpubot_actions_total",
             "Remediation actions, by action and outcome.",

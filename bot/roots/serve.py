@@ -221,7 +221,8 @@ def build_replica(
     store = SqlStore.open(settings.store_url)
     identity = settings.serve.identity or default_identity()
     evidence = _evidence(settings)
-    outgoing = _slack_outgoing(settings, store)
+    telemetry = Telemetry()
+    outgoing = _slack_outgoing(settings, store, telemetry)
     wing = DecisionWing.build(
         cluster,
         store,
@@ -235,14 +236,13 @@ def build_replica(
     s = settings.serve
     lease = LeaseConfig.from_settings(s)
     holder: list[LeaderElector] = []
-    telemetry = Telemetry()
     printer: ConsoleDelivery | None = None
     if chat is None and outgoing is not None:
         chat = outgoing.chat
     elif chat is None:
         # Console chat: queued in the store and printed by the leader only, so that with
         # two replicas every message of an incident appears, in order, in one output.
-        printer = ConsoleDelivery(store, lambda: sys.stdout, clock=utcnow)
+        printer = ConsoleDelivery(store, lambda: sys.stdout, clock=utcnow, metrics=telemetry)
         chat = QueuedConsoleChat(
             store, Console(), settings.lang, clock=utcnow, on_queued=printer.wake
         )
@@ -439,11 +439,18 @@ def _check_slack(settings: Settings) -> None:
         raise InputError("slack.signing_secret", "required in http mode")
 
 
-def _slack_outgoing(settings: Settings, store: SqlStore) -> SlackOutgoing | None:
+def _slack_outgoing(
+    settings: Settings, store: SqlStore, metrics: Telemetry
+) -> SlackOutgoing | None:
     if settings.slack.bot_token is None:
         return None
     return build_slack_outgoing(
-        settings.slack, store, settings.remediation.approvals, settings.lang, clock=utcnow
+        settings.slack,
+        store,
+        settings.remediation.approvals,
+        settings.lang,
+        clock=utcnow,
+        metrics=metrics,
     )
 
 

@@ -403,6 +403,8 @@ def test_prometheus_operator_objects() -> None:
     (webhook,) = amc["spec"]["receivers"][0]["webhookConfigs"]
     assert webhook["url"] == f"http://{RELEASE}.{NAMESPACE}.svc:8080/alertmanager"
     assert webhook["sendResolved"] is True
+    # The same cap as the plain receiver: a body within serve.max_body_bytes (issue 31, item 6).
+    assert webhook["maxAlerts"] == receiver["receivers"][0]["webhook_configs"][0]["max_alerts"]
     assert webhook["httpConfig"]["authorization"]["credentials"] == {
         "name": RELEASE,
         "key": "bearer-token",

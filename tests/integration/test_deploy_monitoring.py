@@ -29,10 +29,16 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.config import Settings
+from bot.config import ServeSettings, Settings
 from bot.facts.snapshots import parse_snapshot
 from bot.roots.offline import diagnose_snapshot, load_ruleset
-from bot.sources.alertmanager.payloads import signals_from_payload, validate_payload
+from bot.sources.alertmanager.payloads import (
+    ALERT_BYTES,
+    ENVELOPE_BYTES,
+    alerts_that_fit,
+    signals_from_payload,
+    validate_payload,
+)
 from gpusim.exporter import DcgmCollector, render
 from gpusim.metrics import FIELDS
 from gpusim.scenarios import FIXTURE_NOW, healthy_cluster
@@ -273,7 +279,9 @@ def test_receiver_sends_gpubot_everything_it_needs() -> None:
     (webhook,) = receiver["webhook_configs"]
     assert webhook["url"] == "http://gpubot:8080/alertmanager"
     assert webhook["send_resolved"] is True
-    assert webhook["max_alerts"] == 0
+    # A notification's body within gpubot's default limit: a larger one is a 413, and
+    # Alertmanager does not retry a 4xx (issue 31, item 6; it was 0, no limit).
+    assert 0 < webhook["max_alerts"] <= alerts_that_fit(ServeSettings().max_body_bytes)
     assert webhook["http_config"]["authorization"] == {
         "type": "Bearer",
         "credentials_file": "/etc/alertmanager/secrets/gpubot-webhook/token",
@@ -283,6 +291,30 @@ def test_receiver_sends_gpubot_everything_it_needs() -> None:
     assert snippet["continue"] is True
     for key in ("group_by", "group_wait", "group_interval", "repeat_interval"):
         assert snippet[key] == route[key], key
+
+
+def _as_alertmanager_writes(value: Any) -> int:
+    """Bytes of `value` as Alertmanager's Go encoder writes it: compact, non-ASCII as it is,
+    `&`, `<` and `>` escaped (the captures re-encoded this way are byte for byte the same)."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for char, escaped in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e")):
+        text = text.replace(char, escaped)
+    return len(text.encode())
+
+
+def test_the_receiver_is_sized_by_real_notifications() -> None:
+    """`max_alerts` is sized at ALERT_BYTES an alert and ENVELOPE_BYTES for the rest: more
+    than twice every alert, and more than the rest of every notification, that the real
+    Alertmanager sent in tests/data/alertmanager/community."""
+    captures = sorted((REPO / "tests" / "data" / "alertmanager" / "community").glob("*.json"))
+    assert captures
+    for capture in captures:
+        raw = capture.read_bytes()
+        body = json.loads(raw)
+        assert _as_alertmanager_writes(body) == len(raw.rstrip(b"\n")), capture.name
+        largest = max(_as_alertmanager_writes(alert) for alert in body["alerts"])
+        assert 2 * largest <= ALERT_BYTES, (capture.name, largest)
+        assert _as_alertmanager_writes({**body, "alerts": []}) <= ENVELOPE_BYTES, capture.name
 
 
 def test_route_snippet_matches_exactly_the_shipped_alerts() -> None:

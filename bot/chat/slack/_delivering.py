@@ -11,8 +11,9 @@ whose message never reached Slack is posted unthreaded (an update is given up).
 Errors: 429 → that method waits `Retry-After` (the item's `next_attempt_at`); 5xx,
 `fatal_error`-like errors and connection failures → exponential backoff with jitter (1 s,
 doubling, at most a minute), and the whole worker pauses with it (Slack is down: hammering
-it helps no one); anything else Slack refuses (`channel_not_found`, `invalid_blocks`,
-`not_in_channel`, `invalid_auth`, ...) would fail the same way again → given up and logged.
+it helps no one; the log says so once, and once when Slack answers again); anything else
+Slack refuses (`channel_not_found`, `invalid_blocks`, `not_in_channel`, `invalid_auth`, ...)
+would fail the same way again → given up and logged.
 
 Delivery is at least once: a process killed between Slack's answer and `outbox_sent` sends
 that one message again.
@@ -130,7 +131,7 @@ class OutboxDelivery(OutboxWorker):
             outbox,
             SlackSender(outbox, client),
             name="slack-outbox",
-            what="outbox",
+            what="slack",
             log=log,
             **options,
         )

@@ -29,6 +29,7 @@ from bot.config import ApprovalPolicy, SlackSettings
 from bot.errors import InputError
 from bot.model import Lang
 from bot.ports import Outbox
+from bot.process.telemetry import Telemetry
 
 
 def slack_client(settings: SlackSettings, *, timeout_s: int | None = None) -> WebClient:
@@ -59,13 +60,15 @@ def build_slack_outgoing(
     lang: Lang,
     *,
     clock: Clock = utcnow,
+    metrics: Telemetry | None = None,
 ) -> SlackOutgoing:
     """The client, the chat (waking the delivery on every message), the delivery (not
-    started: start it on the leader) and the group lookup."""
+    started: start it on the leader; its failed rounds counted in `metrics`) and the group
+    lookup."""
     if not settings.channel:
         raise InputError("slack.channel", "required: the channel id diagnoses go to")
     client = slack_client(settings)
-    delivery = OutboxDelivery(outbox, client, clock=clock)
+    delivery = OutboxDelivery(outbox, client, clock=clock, metrics=metrics)
     chat = SlackChat(outbox, settings.channel, lang, clock=clock, on_queued=delivery.wake)
     groups = SlackGroups.for_policy(client, policy, ttl_s=settings.groups_ttl_s)
     return SlackOutgoing(client, chat, delivery, groups)

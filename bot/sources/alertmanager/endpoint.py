@@ -12,6 +12,10 @@ Alertmanager retries a webhook on 5xx and never on 4xx, so the status code is th
   `body_timeout_s` (408), not UTF-8, not JSON, wrong shape, text the store cannot hold), and
   then nothing is stored (invariant 7). Bad input never gets a 5xx. What gets a 200 can be
   split: the door and the split judge a body with one function (`storable_payload`).
+  A 413 loses that notification's alerts for good, so it is told in the log, once per cause
+  and then every `REFUSALS_TOLD_EVERY_S`, with the size and the fix: `max_alerts` in the
+  receiver's webhook_config (`alerts_that_fit`); the 413's body says the same, and
+  Alertmanager writes it to its own log.
 - 500 only for a bug, always logged: the alert is not acknowledged, so it is not lost either.
 
 What this module must never do: answer before storing, read an unbounded body or wait for
@@ -39,9 +43,9 @@ from bot.config import ServeSettings, Settings
 from bot.errors import InputError, StoreUnavailable
 from bot.ports import SignalStore
 from bot.process.bodies import CLOSE_CONNECTION, BodyTooLarge, BodyTooSlow, read_body
-from bot.process.health import Outage
+from bot.process.health import Outage, Recurring
 from bot.process.telemetry import Telemetry
-from bot.sources.alertmanager.payloads import storable_payload
+from bot.sources.alertmanager.payloads import alerts_that_fit, storable_payload
 from bot.sources.alertmanager.writer import DeliveryWriter
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,9 @@ MiB = 1 << 20
 PARSE_ON_LOOP_BYTES = 64 * 1024
 # An error message echoes a field path; a path may hold a label key of any length.
 MAX_ERROR_TEXT = 500
+REFUSALS_TOLD_EVERY_S = 600.0
+"""A refusal that recurs (Alertmanager sends a group again every group_interval) is told again
+at most this often per cause, with how many came in between."""
 
 
 _SERVE = ServeSettings()
@@ -115,7 +122,8 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 class Webhook:
     """Owns the webhook's credentials, its writer thread (`DeliveryWriter`) and nothing
     stored: each request is checked, stored, then announced through `on_delivery`. A store
-    outage it meets is told once through `store_outage` (shared with `/readyz`)."""
+    outage it meets is told once through `store_outage` (shared with `/readyz`), a body too
+    large once per cause and interval (`refusals`)."""
 
     def __init__(
         self,
@@ -132,6 +140,7 @@ class Webhook:
         self.metrics = metrics
         self.clock = clock
         self.store_outage = store_outage or Outage("store", log)
+        self.refusals = Recurring(log, REFUSALS_TOLD_EVERY_S, lambda: self.clock().timestamp())
         self.max_body = settings.max_body_bytes
         self.body_timeout_s = settings.body_timeout_s
         self.store_deadline_s = settings.store_deadline_s
@@ -167,13 +176,13 @@ class Webhook:
             if not (declared.isascii() and declared.strip().isdigit()):
                 return _error(400, "Content-Length is not a number")
             if int(declared) > self.max_body:
-                return self._too_large()
+                return self._too_large(int(declared))
         try:
             body = await read_body(request, self.max_body, self.body_timeout_s)
         except ClientDisconnect:
             return _error(400, "the client went away before sending the whole body")
         except BodyTooLarge:
-            return self._too_large()
+            return self._too_large(None)
         except BodyTooSlow as exc:
             return _error(408, str(exc), CLOSE_CONNECTION)
 
@@ -218,8 +227,35 @@ class Webhook:
             log.exception("webhook: on_delivery raised for a stored delivery")
         return JSONResponse({"accepted": alerts, "truncated_alerts": truncated})
 
-    def _too_large(self) -> Response:
-        return _error(413, f"body larger than {self.max_body} bytes")
+    def _too_large(self, size: int | None) -> Response:
+        """413, told in the log (once per cause and interval) and in the answer, which
+        Alertmanager logs: it does not retry a 4xx, so the notification's alerts are lost.
+        `size`: as the request declared it (None when it sent no Content-Length)."""
+        fit = alerts_that_fit(self.max_body)
+        fix = (
+            f"set max_alerts in Alertmanager's webhook_config (about {fit} alerts fit) or "
+            "raise serve.max_body_bytes"
+        )
+        lost = "Alertmanager does not retry a 4xx: the alerts of that notification are lost"
+        if size is None:
+            self.refusals.tell(
+                "streamed",
+                "webhook refused (413): a body sent without Content-Length grew past "
+                "serve.max_body_bytes (%d); %s; %s",
+                self.max_body,
+                lost,
+                fix,
+            )
+        else:
+            self.refusals.tell(
+                "declared",
+                "webhook refused (413): a body of %d bytes, over serve.max_body_bytes (%d); %s; %s",
+                size,
+                self.max_body,
+                lost,
+                fix,
+            )
+        return _error(413, f"body larger than {self.max_body} bytes: {fix}")
 
     def _unavailable(self, why: str) -> Response:
         """503: Alertmanager sends the delivery again. Says nothing of where the store is."""

@@ -65,6 +65,26 @@ class WebhookPayload(BaseModel):
     externalURL: str = ""
 
 
+ALERT_BYTES = 3_400
+"""What one alert may take in a webhook body, for sizing the receiver's `max_alerts` against
+`serve.max_body_bytes`. Measured on the real Alertmanager 0.25 (JSON as its Go encoder writes
+it): gpubot's own GPUXidError from dcgm-exporter behind a ServiceMonitor is 1,480 bytes (its
+generatorURL, the whole rule expression URL-encoded, is 516 of them); the alerts of other
+rules in tests/data/alertmanager/community are 566 to 1,460. This is more than twice the
+largest: a site's own labels (cluster, region, team), longer node and pod names."""
+
+ENVELOPE_BYTES = 4_096
+"""A notification's fields beside its alerts (receiver, status, group, common labels and
+annotations, externalURL, groupKey, truncatedAlerts): 535 to 1,461 bytes in the captures,
+the most when one alert makes every label common."""
+
+
+def alerts_that_fit(limit_bytes: int) -> int:
+    """How many alerts a notification may carry (`max_alerts`) for its body to stay within
+    `limit_bytes`: 307 for the default 1 MiB."""
+    return max(1, (limit_bytes - ENVELOPE_BYTES) // ALERT_BYTES)
+
+
 def node_from_labels(labels: dict[str, str], node_labels: Iterable[str]) -> str | None:
     """The first of `node_labels` that is set (`instance` without its port): the webhook's
     quick look, before any mapping is applied."""
