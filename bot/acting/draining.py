@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from bot.acting.cordoning import cordon
 from bot.acting.pacing import Overdue, Pacing, Stopped
+from bot.config import DRAIN_CONCURRENCY
 from bot.errors import Conflict, EvictionBlocked, NotFound, PermanentError, TemporaryError
 from bot.facts.drain_filters import DrainFlags, PodAction, RefusalKind, disposition
 from bot.kube_objects import Obj, meta, name_of, namespace_of
@@ -328,7 +329,7 @@ def drain(
     allow_unmanaged: bool = False,
     disable_eviction: bool = False,
     grace_period_s: int | None = None,
-    concurrency: int = 32,
+    concurrency: int = DRAIN_CONCURRENCY,
     on_progress: ProgressCallback | None = None,
     keep_going: Callable[[], bool] = lambda: True,
     stop: threading.Event | None = None,
