@@ -98,11 +98,31 @@ def _create_engine(url: str, lock_timeout_s: float) -> Engine:
     if parsed.get_backend_name() == "postgresql" and parsed.drivername == "postgresql":
         # psycopg 3 is the driver we ship; a bare postgresql:// would ask for psycopg2.
         parsed = parsed.set(drivername="postgresql+psycopg")
-    return sa.create_engine(
+    engine = sa.create_engine(
         parsed,
         pool_pre_ping=True,
         connect_args={"connect_timeout": max(1, int(lock_timeout_s))},
     )
+
+    @event.listens_for(engine, "connect")
+    def _session_limits(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute(
+                f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_S * 1000}"
+            )
+        dbapi_connection.commit()
+
+    return engine
+
+
+IDLE_IN_TRANSACTION_S = 10
+"""How long PostgreSQL lets a session of gpubot sit inside a transaction with nothing to do
+before it ends the session and lets go of its locks. No transaction of gpubot waits on anything
+but the database between two statements (no cluster, no Slack inside one), so a session idle
+that long belongs to a process that is frozen (SIGSTOP, a VM paused, a stalled collector) or
+cut off. Without it a replica frozen between a timeline INSERT and its COMMIT holds the
+incident's row lock for as long as it sleeps, and every other replica's next write about that
+incident (the take-over of its drain among them) waits behind it."""
 
 
 class Database:

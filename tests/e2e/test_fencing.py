@@ -8,8 +8,8 @@ every eviction thread's back-off had expired by then and it sent 16-22 evictions
 before its heartbeat thread learned it had been taken over: nine pods evicted twice, one of
 them a replacement. Now its fence asks the store before any write, so no eviction thread starts
 a new request. What no fence can stop is a request already past it when the process froze (at
-most one per eviction thread; a freeze that lands in the first burst of a drain catches one or
-two): it leaves on wake carrying the uid of the pod as planned, and the API server refuses it
+most one per eviction thread; a freeze that lands in the first burst of a drain caught 0-8 in
+20 rounds): it leaves on wake carrying the uid of the pod as planned, and the API server refuses it
 (409 against the replacement, 404 if none). Every pod is evicted exactly once either way.
 
 Stopped: the executing replica gets SIGTERM mid-drain. Before, it released the Lease, then
