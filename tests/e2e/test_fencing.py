@@ -37,6 +37,7 @@ from bot.store.sql import SqlStore
 from gpusim import objects
 from gpusim.resources import BY_KIND
 from gpusim.state import ClusterState
+from tests.helpers.kubectl import kubectl_as, needs_kubectl
 from tests.helpers.processes import (
     NODE,
     Gpubot,
@@ -135,6 +136,7 @@ def _draining(
     return drain, leader, other
 
 
+@needs_kubectl
 @pytest.mark.parametrize("round_", range(ROUNDS))
 def test_a_replica_frozen_mid_drain_sends_nothing_when_it_wakes(
     round_: int, postgres_url: str, tmp_path: Path
@@ -193,9 +195,26 @@ def test_a_replica_frozen_mid_drain_sends_nothing_when_it_wakes(
             assert len({e.name for e in after}) == len(after) <= WORKERS, [str(e) for e in after]
             evicted = [name for _ns, name in sim_store.evictions if name.startswith("trainer-")]
             assert sorted(evicted) == sorted(workers)  # still each exactly once
+            taken = [
+                (i, e.user, e.name, e.code)
+                for i, e in enumerate(server.audit())
+                if e.subresource == "eviction" and e.code < 300 and e.name.startswith("trainer-")
+            ]
+            assert sorted(n for _i, _u, n, _c in taken) == sorted(workers), (woke_at, taken)
             assert len(sim_store.evictions) == len(set(sim_store.evictions))
-            for name, uid in replaced.items():
-                assert sim_store.get(BY_KIND["Pod"], "ml", name)["metadata"]["uid"] == uid
+            # What an operator sees: the replacements stand, each the pod created after.
+            kubectl = kubectl_as(server, tmp_path)
+            shown = kubectl(
+                "get",
+                "pods",
+                "-n",
+                "ml",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} {.metadata.uid}{'\\n'}{end}",
+            )
+            assert shown.returncode == 0, shown.stderr
+            standing = dict(line.split() for line in shown.stdout.splitlines() if line)
+            assert {n: standing.get(n) for n in replaced} == replaced
         finally:
             store.close()
 
